@@ -1,0 +1,29 @@
+# Everything a fresh machine needs, from the repository root:
+#   make run    set up, then run the conformance suite against the bundled reference plugin
+#   make test   set up, then run the suite's own tests (what CI runs)
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+WORKERS ?= 2
+
+.PHONY: setup run test wheel clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+setup: $(BIN)/.installed
+
+run: setup
+	$(BIN)/sandbox-conformance run
+
+test: setup
+	$(BIN)/pytest -n $(WORKERS)
+
+wheel: setup
+	$(BIN)/python -m build --wheel --outdir dist
+
+clean:
+	rm -rf $(VENV) dist build reports/*.json reports/*.xml

@@ -1,0 +1,305 @@
+"""The shared adapter: the one seam every step uses to drive a provider.
+
+Steps speak in provider-neutral terms (create a sandbox, run a Bash command, delete it). A dialect
+implements ``ProviderAdapter`` for one wire protocol and maps those terms onto its messages; a
+transport underneath moves the bytes. Nothing above this module knows which dialect or transport is
+in use, except through ``identity`` (for reports) and ``operations`` / ``capabilities`` (for gating).
+"""
+
+from __future__ import annotations
+
+import threading
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from conformance.errors import ApplicationErrorAnswer, ProviderCallError
+from conformance.transcript import Transcript
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a provider (or one sandbox) declares, by canonical dotted name.
+
+    Canonical names are the sandbox-driver capability names (``lifecycle.pause``, ``exec.stdin``,
+    ``access.preview_urls.signed``, ``snapshots``, ...) plus every boolean leaf of the declaration
+    by its path (``exec.live_streaming``). Each dialect maps its own declaration onto them.
+    """
+
+    raw: Any
+    flags: Mapping[str, bool]
+
+    def declares(self, name: str) -> bool:
+        return bool(self.flags.get(name, False))
+
+    def known(self, name: str) -> bool:
+        return name in self.flags
+
+    def declared(self) -> list[str]:
+        return sorted(name for name, value in self.flags.items() if value)
+
+
+@dataclass(frozen=True)
+class ProviderIdentity:
+    kind: str
+    version: str
+    protocol_version: Any
+    dialect: str
+    transport: str  # "stdio" or "http"
+    command: str  # how the suite reaches it: a command line or a URL (secrets redacted on output)
+
+
+@dataclass
+class SandboxRequest:
+    """What a scenario asks of a new sandbox, merged by the dialect into its own creation spec."""
+
+    labels: dict[str, str] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)
+    name: str | None = None
+    memory_mb: int | None = None
+    cpu_cores: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # dialect-level fields a scenario sets on purpose
+
+
+@dataclass(frozen=True)
+class SandboxStatus:
+    id: str
+    state: str
+    name: str | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    raw: Any = None
+
+
+@dataclass(frozen=True)
+class SandboxHandle:
+    id: str
+    status: SandboxStatus
+    working_directory: str | None
+    runtime_directory: str | None
+    capabilities: Capabilities | None  # per-sandbox set, when the dialect has one
+    raw: Any = None
+
+
+@dataclass(frozen=True)
+class ExecRequest:
+    """A Bash command to run in a sandbox."""
+
+    command: str
+    timeout_s: float = 30.0
+    env: Mapping[str, str] = field(default_factory=dict)
+    working_dir: str | None = None
+    stdin: bytes | None = None
+    sanitization: str | None = None  # raw | strip_ansi | strip_all; None leaves it out
+
+
+Outcome = Literal["ran", "infra"]
+
+
+@dataclass(frozen=True)
+class ExecOutcome:
+    """A normalized exec result.
+
+    ``outcome`` is ``ran`` when the command ran and its exit code or termination is a verdict on the
+    command, ``infra`` when the sandbox could not run it (the provider answered an error; ``error``
+    holds it and ``stage`` says where it broke when the dialect can tell).
+    """
+
+    outcome: Outcome
+    termination: str | None
+    exit_code: int | None
+    signal: int | None
+    stdout: bytes
+    stderr: bytes
+    duration_s: float | None
+    stage: str | None = None
+    error: ProviderCallError | None = None
+    raw: Any = None
+
+    def describe(self) -> str:
+        if self.outcome == "infra":
+            return f"infra failure ({self.error})"
+        parts = [f"termination={self.termination}", f"exit_code={self.exit_code}"]
+        if self.signal is not None:
+            parts.append(f"signal={self.signal}")
+        parts.append(f"stdout={_preview(self.stdout)}")
+        parts.append(f"stderr={_preview(self.stderr)}")
+        return "ran: " + ", ".join(parts)
+
+
+def _preview(data: bytes, limit: int = 120) -> str:
+    text = repr(data[:limit])
+    return text + (f"… ({len(data)} bytes)" if len(data) > limit else "")
+
+
+class RawChannel(Protocol):
+    """Wire-level access for scenarios about framing and envelopes (JSON-RPC dialects only)."""
+
+    def send_line(self, line: bytes) -> None:
+        """Send bytes as one line, exactly as given."""
+
+    def call(self, method: str, params: Any, timeout_s: float = 10.0) -> Any:
+        """Send a request without checking its params; return the result or raise the error answer."""
+
+    def notify(self, method: str, params: Any) -> None:
+        """Send a notification (a request without an id)."""
+
+    def next_message(self, timeout_s: float) -> Any:
+        """The next message the provider sends (parsed JSON, or the raw text when it is not JSON), or
+        ``None`` when nothing arrives before the deadline."""
+
+    def close_input(self) -> None:
+        """Close the provider's input (EOF)."""
+
+    def wait_exit(self, timeout_s: float) -> int | None:
+        """The provider's exit code once it exits, or ``None`` if it is still running at the deadline."""
+
+
+@dataclass(frozen=True)
+class OperationInfo:
+    """An optional operation of the dialect: what it is called and which capability gates it."""
+
+    name: str
+    capability: str
+    needs_sandbox: bool = True
+
+
+class SandboxLedger:
+    """Every sandbox the adapter created and whether it was deleted: the source of leak accounting."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.created: dict[str, str] = {}  # id -> label of who created it
+        self.deleted: set[str] = set()
+
+    def record_created(self, sandbox_id: str, owner: str) -> None:
+        with self._lock:
+            self.created[sandbox_id] = owner
+
+    def record_deleted(self, sandbox_id: str) -> None:
+        with self._lock:
+            self.deleted.add(sandbox_id)
+
+    def owned(self, owner: str) -> list[str]:
+        with self._lock:
+            return [sid for sid, who in self.created.items() if who == owner]
+
+    def outstanding(self, owner: str | None = None) -> list[str]:
+        with self._lock:
+            return [
+                sid for sid, who in self.created.items()
+                if sid not in self.deleted and (owner is None or who == owner)
+            ]
+
+
+class ProviderAdapter(ABC):
+    """A connected provider. Implemented once per dialect."""
+
+    dialect: str = "unknown"
+    reports_unsupported_capability: bool = True  # does an `unsupported` answer name the capability?
+
+    def __init__(self) -> None:
+        self.handshake_problems: list[Any] = []
+        self.initialize_result: Any = None
+        self.ledger = SandboxLedger()
+        self.owner = "session"
+        self._transcript: Transcript | None = None
+        self._transcript_lock = threading.Lock()
+
+    # -- identity and capabilities ---------------------------------------------------------------
+
+    @abstractmethod
+    def handshake(self, protocol_version: Any = None, timeout_s: float | None = None, strict: bool = True) -> Any:
+        """Open the session (``initialize`` or its equivalent) and return the provider's answer.
+
+        The first successful answer fixes ``identity`` and ``capabilities``. Not ``strict``: schema
+        problems in the answer are kept in ``handshake_problems`` instead of being raised.
+        """
+
+    @property
+    @abstractmethod
+    def identity(self) -> ProviderIdentity: ...
+
+    @property
+    @abstractmethod
+    def capabilities(self) -> Capabilities: ...
+
+    def creation_spec_problems(self, spec: Any) -> list[Any]:
+        """Why ``spec`` is not a valid creation spec of this dialect (empty when it is)."""
+        return []
+
+    @property
+    def operations(self) -> Mapping[str, OperationInfo]:
+        """The optional operations this dialect can express, by neutral name."""
+        return {}
+
+    # -- core operations -------------------------------------------------------------------------
+
+    @abstractmethod
+    def create(self, request: SandboxRequest) -> SandboxHandle: ...
+
+    @abstractmethod
+    def describe(self, sandbox_id: str) -> SandboxStatus: ...
+
+    @abstractmethod
+    def list(self, labels: Mapping[str, str] | None = None) -> list[SandboxStatus]: ...
+
+    @abstractmethod
+    def delete(self, sandbox_id: str) -> None: ...
+
+    @abstractmethod
+    def exec(self, sandbox_id: str, request: ExecRequest) -> ExecOutcome: ...
+
+    def invoke(self, operation: str, sandbox_id: str | None) -> Any:
+        """Invoke an optional operation with neutral arguments; raises ``ProviderCallError`` on an error answer."""
+        raise ApplicationErrorAnswer(
+            method=operation, code=None, message=f"{operation} cannot be expressed in dialect {self.dialect}",
+            kind="not_expressible",
+        )
+
+    @property
+    def raw(self) -> RawChannel | None:
+        """Wire-level access, when the dialect has one."""
+        return None
+
+    # -- diagnostics -----------------------------------------------------------------------------
+
+    def stderr_tail(self, since: int | None = None) -> str:
+        """The provider's newest stderr output, or what it wrote after ``stderr_position()`` was taken."""
+        return ""
+
+    def stderr_position(self) -> int:
+        return 0
+
+    def take_violations(self) -> list[Any]:
+        """Wire and schema violations seen since the last call."""
+        return []
+
+    @property
+    def alive(self) -> bool:
+        return True
+
+    @contextmanager
+    def recording(self, transcript: Transcript) -> Iterator[Transcript]:
+        """Record every message exchanged while the block runs."""
+        with self._transcript_lock:
+            previous, self._transcript = self._transcript, transcript
+        try:
+            yield transcript
+        finally:
+            with self._transcript_lock:
+                self._transcript = previous
+
+    def add_transcript(self, transcript: Transcript) -> None:
+        """Record into ``transcript`` from now on (a fresh provider that lives for one scenario)."""
+        with self._transcript_lock:
+            self._transcript = transcript
+
+    def _observe(self, channel: str, direction: str, text: str) -> None:
+        transcript = self._transcript
+        if transcript is not None:
+            transcript.record(channel, direction, text)
+
+    @abstractmethod
+    def close(self) -> None: ...

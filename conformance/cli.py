@@ -1,0 +1,233 @@
+"""``sandbox-conformance``: run the suite against a provider, list what it checks.
+
+Exit codes: 0 nothing failed · 1 a scenario failed or errored (or the run was interrupted) ·
+2 bad usage or configuration, a provider that cannot be started or handshaken, or a selection that
+matched no scenario. Every exit-2 problem is reported as one line, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, NoReturn
+
+from conformance import __version__
+from conformance.errors import ConformanceError, UsageError
+from conformance.providers import DIALECTS, ProviderConfig, open_provider, parse_env_pairs
+from conformance.runner import INI_FILE, SCENARIOS_MODULE
+
+PROG = "sandbox-conformance"
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a bad command line in one line."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog=PROG, description="Conformance suite for sandbox providers.")
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    run = commands.add_parser("run", help="run the suite against a provider")
+    target = run.add_argument_group("provider (default: the bundled reference plugin)")
+    target.add_argument("--plugin", metavar="COMMAND", help="plugin command line, e.g. \"./my-plugin --flag\"")
+    target.add_argument("--dialect", default="auto", choices=DIALECTS, help="wire dialect (default: auto)")
+    target.add_argument("--create-spec", metavar="JSON|@FILE",
+                        help="creation spec for the sandboxes scenarios create (default: the dialect's default)")
+    target.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                        help="set a variable in the plugin's environment (values are redacted in reports)")
+    target.add_argument("--pass-env", action="append", default=[], metavar="NAME",
+                        help="forward a variable from this environment to the plugin")
+    target.add_argument("--call-timeout", type=float, default=30.0, metavar="SECONDS",
+                        help="deadline of a single provider call (default: 30)")
+    select = run.add_argument_group("selection")
+    select.add_argument("-k", dest="keyword", metavar="EXPR", help="pytest keyword expression over test names")
+    select.add_argument("--tags", metavar="EXPR", help="tag expression, e.g. 'must and not cap:exec.stdin'")
+    select.add_argument("--scenario", action="append", default=[], metavar="ID",
+                        help="run only this scenario id (repeatable)")
+    output = run.add_argument_group("output")
+    output.add_argument("--report-dir", default="reports", metavar="DIR", help="where results go (default: ./reports)")
+    output.add_argument("-v", "--verbose", action="store_true", help="one line per scenario")
+    run.add_argument("-n", dest="workers", metavar="N", help="parallel workers (pytest-xdist), or 'auto'")
+    run.add_argument("--seed", type=int, help="seed of generated data; replays a run")
+    run.add_argument("--run-id", help="label value that marks this run's sandboxes (default: random)")
+
+    listing = commands.add_parser("list", help="list the scenarios the suite defines")
+    listing.add_argument("--json", action="store_true", help="machine-readable output")
+    return parser
+
+
+# -- run -----------------------------------------------------------------------------------------
+
+
+def _load_create_spec(value: str | None) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    source = "--create-spec"
+    if value.startswith("@"):
+        path = Path(value[1:])
+        source = f"--create-spec file {path}"
+        try:
+            value = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"{source} cannot be read: {exc.strerror}") from None
+    try:
+        spec = json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{source} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    if not isinstance(spec, dict):
+        raise UsageError(f"{source} must be a JSON object")
+    return spec
+
+
+def _check_report_dir(path: str) -> Path:
+    directory = Path(path)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        probe = directory / ".write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise UsageError(f"--report-dir {path} is not writable: {exc.strerror}") from None
+    return directory
+
+
+def _preflight(config: ProviderConfig) -> None:
+    """Start the provider once and complete the handshake, so a broken setup fails fast and clearly."""
+    adapter = open_provider(config, channel="preflight")
+    try:
+        if config.create_spec is not None:
+            problems = adapter.creation_spec_problems(config.create_spec)
+            if problems:
+                raise UsageError(f"--create-spec is not a valid {adapter.dialect} creation spec {problems[0]}")
+    finally:
+        adapter.close()
+
+
+def pytest_arguments(args: argparse.Namespace, config: ProviderConfig) -> list[str]:
+    argv = [
+        str(SCENARIOS_MODULE),
+        "-c", str(INI_FILE),
+        "--rootdir", str(SCENARIOS_MODULE.parent),
+        "-p", "conformance.pytest_plugin",
+        "-p", "no:cacheprovider",
+        "--conformance",
+        "--tb=no", "-rN", "--no-header",
+        "-q" if not args.verbose else "-v",
+        "--sc-dialect", config.dialect,
+        "--sc-report-dir", str(args.report_dir),
+        "--sc-call-timeout", str(config.call_timeout_s),
+        "--sc-run-id", config.run_id,
+    ]
+    if config.plugin is not None:
+        argv += ["--sc-plugin", config.plugin]
+    if config.create_spec is not None:
+        argv += ["--sc-create-spec", json.dumps(config.create_spec)]
+    for name, value in config.env.items():
+        argv += ["--sc-env", f"{name}={value}"]
+    for name in config.pass_env:
+        argv += ["--sc-pass-env", name]
+    if args.keyword:
+        argv += ["-k", args.keyword]
+    if args.tags:
+        argv += ["--sc-tags", args.tags]
+    for scenario_id in args.scenario:
+        argv += ["--sc-scenario", scenario_id]
+    if args.seed is not None:
+        argv += ["--sc-seed", str(args.seed)]
+    if args.workers:
+        argv += ["-n", str(args.workers)]
+    return argv
+
+
+def command_run(args: argparse.Namespace) -> int:
+    import uuid
+
+    import pytest
+
+    from conformance.scenario_tags import TagExpression
+
+    if args.tags:
+        try:
+            TagExpression(args.tags)
+        except ValueError as exc:
+            raise UsageError(f"--tags: {exc}") from None
+    config = ProviderConfig(
+        plugin=args.plugin, dialect=args.dialect, env=parse_env_pairs(args.env), pass_env=args.pass_env,
+        create_spec=_load_create_spec(args.create_spec), run_id=args.run_id or f"run-{uuid.uuid4().hex[:12]}",
+        call_timeout_s=args.call_timeout,
+    )
+    config.validate()
+    _check_report_dir(args.report_dir)
+    _preflight(config)
+    code = pytest.main(pytest_arguments(args, config))
+    return _exit_code(code, Path(args.report_dir))
+
+
+def _exit_code(pytest_code: int, report_dir: Path) -> int:
+    import pytest
+
+    if pytest_code == pytest.ExitCode.OK:
+        return EXIT_OK
+    if pytest_code == pytest.ExitCode.NO_TESTS_COLLECTED:
+        raise UsageError("no scenario matched the selection (--scenario, --tags, -k)")
+    if pytest_code == pytest.ExitCode.USAGE_ERROR:
+        return EXIT_USAGE
+    if pytest_code == pytest.ExitCode.INTERRUPTED:
+        print(f"{PROG}: the run was interrupted; results are incomplete", file=sys.stderr)
+        return EXIT_FAILED
+    if pytest_code == pytest.ExitCode.INTERNAL_ERROR:
+        print(f"{PROG}: the suite itself failed (internal error); see the output above", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_FAILED
+
+
+# -- list ----------------------------------------------------------------------------------------
+
+
+def command_list(args: argparse.Namespace) -> int:
+    from conformance.reporting.catalogue import all_scenarios
+
+    entries = all_scenarios()
+    if args.json:
+        print(json.dumps([{"id": e.id, "name": e.name, "feature": e.feature, "level": e.tags.level,
+                           "requirements": list(e.tags.requirements), "capabilities": list(e.tags.capabilities),
+                           "dialects": list(e.tags.dialects)} for e in entries], indent=2))
+        return EXIT_OK
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{len(entries)} scenarios")
+    for column in ("id", "level", "requirements", "gates", "feature"):
+        table.add_column(column)
+    for entry in entries:
+        gates = [f"cap:{c}" for c in entry.tags.capabilities] + [f"dialect:{d}" for d in entry.tags.dialects]
+        table.add_row(entry.id, entry.tags.level or "", " ".join(entry.tags.requirements), " ".join(gates), entry.feature)
+    Console(width=max(120, os.get_terminal_size(0).columns if sys.stdout.isatty() else 160)).print(table)
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        if args.command == "run":
+            return command_run(args)
+        return command_list(args)
+    except ConformanceError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return EXIT_FAILED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,396 @@
+"""JSON-RPC 2.0 over a line transport: framing, correlation, routing, deadlines, and wire rules.
+
+Shared by every JSON-RPC dialect. It validates each message through the ``MessageRules`` the dialect
+supplies, records every frame for the active transcript, and keeps wire violations for the scenario.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import queue
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from conformance.errors import (
+    CallTimeout,
+    HarnessError,
+    ProviderCallError,
+    ProviderCrashed,
+    SchemaViolation,
+    WireViolation,
+)
+from conformance.schemas import SchemaProblem
+from conformance.transports.base import LineTransport
+
+Observer = Callable[[str, str, str], None]  # (channel, direction, text)
+
+
+class MessageRules(Protocol):
+    """What a dialect tells the connection about its messages."""
+
+    def envelope_problems(self, message: Any) -> list[SchemaProblem]: ...
+
+    def params_problems(self, method: str, params: Any) -> list[SchemaProblem]: ...
+
+    def result_problems(self, method: str, result: Any) -> list[SchemaProblem]: ...
+
+    def notification_problems(self, method: str, params: Any) -> list[SchemaProblem]: ...
+
+    def notification_route(self, method: str, params: Any) -> tuple[str, str] | None: ...
+
+    def error_answer(self, method: str, error: dict[str, Any]) -> ProviderCallError: ...
+
+
+@dataclass
+class Violation:
+    """A wire or schema violation seen on a connection, kept until a scenario claims it."""
+
+    channel: str
+    summary: str
+    message_text: str = ""
+
+    def __str__(self) -> str:
+        text = f"{self.channel}: {self.summary}"
+        return f"{text}\n    message: {self.message_text}" if self.message_text else text
+
+
+@dataclass
+class Inbound:
+    """A message the plugin sent, in arrival order."""
+
+    at: float
+    message: Any
+    text: str
+    raw: bytes = field(repr=False, default=b"")
+
+    @property
+    def is_response(self) -> bool:
+        return isinstance(self.message, dict) and "id" in self.message and "method" not in self.message
+
+    @property
+    def is_notification(self) -> bool:
+        return isinstance(self.message, dict) and "method" in self.message and "id" not in self.message
+
+
+class PendingCall:
+    """A request in flight. ``result()`` waits for its answer."""
+
+    def __init__(self, connection: JsonRpcConnection, request_id: int, method: str, timeout_s: float,
+                 check_result: bool = True) -> None:
+        self.connection = connection
+        self.check_result = check_result
+        self.id = request_id
+        self.method = method
+        self.timeout_s = timeout_s
+        self.sent_at = time.monotonic()
+        self.answered_at: float | None = None
+        self.future: Future[Any] = Future()
+
+    def done(self) -> bool:
+        return self.future.done()
+
+    def result(self, timeout_s: float | None = None) -> Any:
+        wait = self.timeout_s if timeout_s is None else timeout_s
+        try:
+            return self.future.result(timeout=wait)
+        except FutureTimeout:
+            self.connection.forget(self.id)
+            raise CallTimeout(
+                f"{self.method} (request id {self.id}) got no answer within {wait:.1f}s"
+            ) from None
+
+
+class JsonRpcConnection:
+    """One JSON-RPC peer. Thread-safe: any thread may call; one reader thread routes answers."""
+
+    def __init__(self, transport: LineTransport, rules: MessageRules, channel: str = "provider") -> None:
+        self.transport = transport
+        self.rules = rules
+        self.channel = channel
+        self._ids = itertools.count(1)  # id 0 is what plugins answer to lines they could not parse
+        self._pending: dict[int, PendingCall] = {}
+        self._lock = threading.Lock()
+        self._routes: dict[tuple[str, str], queue.Queue[Inbound]] = {}
+        self._observers: list[Observer] = []
+        self._violations: list[Violation] = []
+        self._inbox: queue.Queue[Inbound] | None = None
+        self._raw_sends = 0
+        self._closed = threading.Event()
+        self._started = False
+        self.stdout_lines = 0
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.transport.start(self._on_line, self._on_close)
+        self._started = True
+
+    @property
+    def closed(self) -> bool:
+        return self._closed.is_set()
+
+    def close(self, grace_s: float = 2.0) -> None:
+        self.transport.close(grace_s=grace_s)
+        self._closed.wait(timeout=2.0)
+
+    # -- observation -----------------------------------------------------------------------------
+
+    def add_observer(self, observer: Observer) -> None:
+        with self._lock:
+            self._observers.append(observer)
+
+    def remove_observer(self, observer: Observer) -> None:
+        with self._lock:
+            if observer in self._observers:
+                self._observers.remove(observer)
+
+    def _emit(self, direction: str, text: str) -> None:
+        with self._lock:
+            observers = list(self._observers)
+        for observer in observers:
+            observer(self.channel, direction, text)
+
+    def take_violations(self) -> list[Violation]:
+        with self._lock:
+            taken, self._violations = self._violations, []
+        return taken
+
+    def _violation(self, summary: str, text: str = "") -> None:
+        with self._lock:
+            self._violations.append(Violation(self.channel, summary, text))
+        self._emit("violation", summary)
+
+    def enable_inbox(self) -> None:
+        """Keep every inbound message for raw reads (wire-level scenarios)."""
+        with self._lock:
+            if self._inbox is None:
+                self._inbox = queue.Queue()
+
+    # -- sending ---------------------------------------------------------------------------------
+
+    def request(self, method: str, params: Any, timeout_s: float = 30.0, check_params: bool = True,
+                check_result: bool = True) -> PendingCall:
+        if check_params:
+            problems = self.rules.params_problems(method, params)
+            if problems:
+                raise HarnessError(f"the suite built invalid params for {method}: {problems[0]}")
+        request_id = next(self._ids)
+        call = PendingCall(self, request_id, method, timeout_s, check_result)
+        with self._lock:
+            self._pending[request_id] = call
+        message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+        self._send_text(json.dumps(message, separators=(",", ":")), call)
+        return call
+
+    def call(self, method: str, params: Any, timeout_s: float = 30.0) -> Any:
+        return self.request(method, params, timeout_s).result()
+
+    def notify(self, method: str, params: Any) -> None:
+        self._send_text(json.dumps({"jsonrpc": "2.0", "method": method, "params": params}, separators=(",", ":")))
+
+    def send_raw(self, line: bytes) -> None:
+        """Send bytes exactly as given (a newline is appended when missing). Answers go to the inbox."""
+        self.enable_inbox()
+        with self._lock:
+            self._raw_sends += 1
+        frame = line if line.endswith(b"\n") else line + b"\n"
+        self._emit("sent", frame[:-1].decode("utf-8", errors="replace") or "(blank line)")
+        self._write(frame)
+
+    def _send_text(self, text: str, call: PendingCall | None = None) -> None:
+        self._emit("sent", text)
+        try:
+            self._write(text.encode("utf-8") + b"\n")
+        except (BrokenPipeError, OSError):
+            if call is not None:
+                self.forget(call.id)
+                call.future.set_exception(self._crash_error(f"{call.method} could not be sent"))
+            else:
+                raise self._crash_error("a notification could not be sent") from None
+
+    def _write(self, frame: bytes) -> None:
+        if self.closed:
+            raise BrokenPipeError("connection closed")
+        self.transport.send(frame)
+
+    def forget(self, request_id: int) -> None:
+        with self._lock:
+            self._pending.pop(request_id, None)
+
+    # -- routing of notifications ----------------------------------------------------------------
+
+    def subscribe(self, route: tuple[str, str]) -> queue.Queue[Inbound]:
+        """Collect notifications whose (method, key) the dialect routes to ``route``."""
+        box: queue.Queue[Inbound] = queue.Queue()
+        with self._lock:
+            self._routes[route] = box
+        return box
+
+    def unsubscribe(self, route: tuple[str, str]) -> None:
+        with self._lock:
+            self._routes.pop(route, None)
+
+    def next_message(self, timeout_s: float) -> Inbound | None:
+        """The next inbound message of any kind (raw mode), or None at the deadline."""
+        self.enable_inbox()
+        assert self._inbox is not None
+        try:
+            return self._inbox.get(timeout=timeout_s)
+        except queue.Empty:
+            return None
+
+    # -- receiving -------------------------------------------------------------------------------
+
+    def _on_line(self, raw: bytes) -> None:
+        self.stdout_lines += 1
+        text = raw.decode("utf-8", errors="replace")
+        if not raw.strip():
+            self._emit("note", "(blank line on stdout)")
+            return
+        self._emit("received", text)
+        try:
+            message = json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            self._violation(f"stdout carried a line that is not JSON ({exc.msg if hasattr(exc, 'msg') else exc})", text)
+            self._deliver_to_inbox(Inbound(time.monotonic(), None, text, raw))
+            return
+        inbound = Inbound(time.monotonic(), message, text, raw)
+        if isinstance(message, list):
+            self._violation("the plugin sent a JSON array (batches are not allowed)", text)
+            self._deliver_to_inbox(inbound)
+            return
+        for problem in self.rules.envelope_problems(message):
+            self._violation(f"message envelope violates the protocol {problem}", text)
+            break
+        if not isinstance(message, dict):
+            self._deliver_to_inbox(inbound)
+            return
+        if "method" in message and "id" not in message:
+            self._on_notification(inbound)
+        elif "id" in message and ("result" in message or "error" in message):
+            self._on_response(inbound)
+        else:
+            self._deliver_to_inbox(inbound)
+
+    def _on_response(self, inbound: Inbound) -> None:
+        message = inbound.message
+        request_id = message.get("id")
+        with self._lock:
+            call = self._pending.pop(request_id, None) if isinstance(request_id, int) else None
+            raw_mode = self._raw_sends > 0
+        self._deliver_to_inbox(inbound)
+        if call is None:
+            if not raw_mode:
+                self._violation(f"a response carried id {request_id!r}, which no outstanding request has", inbound.text)
+            return
+        call.answered_at = inbound.at
+        if "error" in message and isinstance(message["error"], dict):
+            call.future.set_exception(self._error_answer(call.method, message["error"], inbound.text))
+            return
+        result = message.get("result")
+        problems = self.rules.result_problems(call.method, result) if call.check_result else []
+        if problems:
+            call.future.set_exception(SchemaViolation(f"the {call.method} result", problems[0].pointer, problems[0].reason, inbound.text))
+            self._violation(f"the {call.method} result violates its schema {problems[0]}", inbound.text)
+            return
+        call.future.set_result(result)
+
+    def _error_answer(self, method: str, error: dict[str, Any], text: str) -> Exception:
+        try:
+            return self.rules.error_answer(method, error)
+        except SchemaViolation as violation:
+            self._violation(str(violation), text)
+            return violation
+
+    def _on_notification(self, inbound: Inbound) -> None:
+        method = inbound.message.get("method")
+        params = inbound.message.get("params")
+        for problem in self.rules.notification_problems(method, params):
+            self._violation(f"the {method} notification violates its schema {problem}", inbound.text)
+            break
+        route = self.rules.notification_route(method, params)
+        box = None
+        if route is not None:
+            with self._lock:
+                box = self._routes.get(route)
+        if box is not None:
+            box.put(inbound)
+        self._deliver_to_inbox(inbound)
+
+    def _deliver_to_inbox(self, inbound: Inbound) -> None:
+        inbox = self._inbox
+        if inbox is not None:
+            inbox.put(inbound)
+
+    def _on_close(self) -> None:
+        self._closed.set()
+        with self._lock:
+            pending, self._pending = list(self._pending.values()), {}
+        if pending:
+            error = self._crash_error("the provider's stdout closed")
+            for call in pending:
+                if not call.future.done():
+                    call.future.set_exception(
+                        ProviderCrashed(f"{error} while {call.method} (id {call.id}) was outstanding")
+                    )
+
+    def _crash_error(self, what: str) -> ProviderCrashed:
+        code = self.transport.wait_exit(0.5)
+        if code is None:
+            state = "is still running"
+        elif code < 0:
+            state = f"was killed by signal {-code}"
+        else:
+            state = f"exited with code {code}"
+        return ProviderCrashed(f"{what}; the provider process {state}")
+
+    # -- wire-level helpers for scenarios ---------------------------------------------------------
+
+    def wait_for_exit(self, timeout_s: float) -> int | None:
+        return self.transport.wait_exit(timeout_s)
+
+    def pending_count(self) -> int:
+        with self._lock:
+            return len(self._pending)
+
+
+def raise_wire_violations(violations: list[Violation]) -> None:
+    if violations:
+        body = "\n".join(f"  - {v}" for v in violations[:10])
+        more = f"\n  … and {len(violations) - 10} more" if len(violations) > 10 else ""
+        raise WireViolation(f"the provider broke wire rules during this scenario:\n{body}{more}")
+
+
+class JsonRpcRaw:
+    """The ``RawChannel`` of a JSON-RPC connection."""
+
+    def __init__(self, connection: JsonRpcConnection) -> None:
+        self.connection = connection
+        connection.enable_inbox()
+
+    def send_line(self, line: bytes) -> None:
+        self.connection.send_raw(line)
+
+    def call(self, method: str, params: Any, timeout_s: float = 10.0) -> Any:
+        return self.connection.request(method, params, timeout_s, check_params=False, check_result=False).result()
+
+    def notify(self, method: str, params: Any) -> None:
+        self.connection.notify(method, params)
+
+    def next_message(self, timeout_s: float) -> Any:
+        inbound = self.connection.next_message(timeout_s)
+        if inbound is None:
+            return None
+        return inbound.message if inbound.message is not None else inbound.text
+
+    def close_input(self) -> None:
+        self.connection.transport.close_input()
+
+    def wait_exit(self, timeout_s: float) -> int | None:
+        return self.connection.transport.wait_exit(timeout_s)

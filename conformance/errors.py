@@ -1,0 +1,120 @@
+"""The one error taxonomy of sandbox-conformance.
+
+Every exception the suite raises on purpose belongs to this tree. Where an exception lands decides
+the scenario's outcome and the command's exit code::
+
+    ConformanceError
+    ├── UsageError                 bad command line, config, profile, path or URL   → exit 2, one line
+    ├── HarnessError               the suite or its environment broke               → outcome "error"
+    │   └── ProviderStartError     the provider could not be started or handshaken  → exit 2 / "error"
+    ├── ProviderViolation          the provider broke a rule                        → outcome "failed"
+    │   ├── WireViolation          a line that is not a JSON-RPC message, a batch, a bad envelope
+    │   ├── SchemaViolation        a message that does not match the dialect's JSON Schema
+    │   ├── CallTimeout            no answer within the call's deadline
+    │   └── ProviderCrashed        the provider process exited while a call was outstanding
+    └── ProviderCallError          a well-formed error answer (not a violation by itself;
+        │                          the scenario decides whether it was the right answer)
+        ├── ProtocolErrorAnswer    JSON-RPC level: -32600 invalid request, -32601 unknown method, ...
+        └── ApplicationErrorAnswer a typed provider failure: kind (not_found, unsupported, ...) + detail
+
+A step's plain ``AssertionError`` also counts as "failed": the provider answered, but not as the
+requirement says. Any other exception is the harness's fault and becomes "error".
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class ConformanceError(Exception):
+    """Root of every error the suite raises on purpose."""
+
+
+class UsageError(ConformanceError):
+    """The user asked for something impossible; the message is the one line they will read."""
+
+
+class HarnessError(ConformanceError):
+    """The suite or its environment broke; never blamed on the provider."""
+
+
+class ProviderStartError(HarnessError):
+    """The provider could not be started, or did not complete the handshake."""
+
+
+class ProviderViolation(ConformanceError, AssertionError):
+    """The provider broke a rule of its protocol. Subclasses AssertionError so pytest shows it as a failure."""
+
+
+class WireViolation(ProviderViolation):
+    """Something on the wire that is not a well-formed message of the dialect."""
+
+
+class SchemaViolation(ProviderViolation):
+    """A message that does not match its JSON Schema; names the JSON pointer and shows the message."""
+
+    def __init__(self, what: str, pointer: str, reason: str, message: Any) -> None:
+        self.what = what
+        self.pointer = pointer or "/"
+        self.reason = reason
+        self.offending_message = message
+        super().__init__(f"{what} violates its schema at {self.pointer}: {reason}")
+
+
+class CallTimeout(ProviderViolation):
+    """The provider did not answer a call within its deadline."""
+
+
+class ProviderCrashed(ProviderViolation):
+    """The provider process ended while the suite was still talking to it."""
+
+
+@dataclass
+class ProviderCallError(ConformanceError):
+    """The provider answered a call with an error. Whether that was right is up to the scenario."""
+
+    method: str
+    code: int | None
+    message: str
+    data: Any = None
+    http_status: int | None = None
+
+    def __post_init__(self) -> None:
+        super().__init__(self.describe())
+
+    def describe(self) -> str:
+        where = f"HTTP {self.http_status}" if self.http_status is not None else f"code {self.code}"
+        return f"{self.method} answered an error ({where}): {self.message}"
+
+
+@dataclass
+class ProtocolErrorAnswer(ProviderCallError):
+    """A JSON-RPC level error: the request itself was refused."""
+
+
+@dataclass
+class ApplicationErrorAnswer(ProviderCallError):
+    """A typed provider failure, normalized across dialects.
+
+    ``kind`` is one of the protocol's stable kinds (``not_found``, ``unsupported``, ``invalid_spec``,
+    ``invalid_state``, ...); ``detail`` holds the kind's fields (``capability``, ``field``, ...).
+    """
+
+    kind: str = "unknown"
+    detail: dict[str, Any] = field(default_factory=dict)
+    retryable: bool = False
+
+    def describe(self) -> str:
+        extra = ", ".join(f"{k}={v!r}" for k, v in sorted(self.detail.items()) if not isinstance(v, dict))
+        suffix = f" ({extra})" if extra else ""
+        return f"{self.method} failed with kind {self.kind!r}{suffix}: {self.message}"
+
+
+def is_provider_fault(exc: BaseException) -> bool:
+    """True when an exception means the provider broke a rule (outcome "failed" rather than "error").
+
+    An error answer nobody expected (``ProviderCallError`` escaping a step) is the provider's failure
+    too: the scenario needed that call to succeed.
+    """
+    return isinstance(exc, AssertionError | ProviderViolation | ProviderCallError)

@@ -1,0 +1,377 @@
+"""The host-directory backend of the reference providers: a sandbox is a directory, a command is
+``bash -c`` in its own process group. Isolation: none. Protocol-neutral; the plugins and the REST
+server map their wire shapes onto it."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from conformance.reference.sanitize import Sanitizer
+
+TERM_GRACE_S = 2.0
+DRAIN_GRACE_S = 2.0
+SAFE_ENVIRONMENT = {"PATH", "HOME", "USER", "SHELL", "LANG", "TERM", "TMPDIR", "GOPATH", "CARGO_HOME", "NVM_DIR"}
+_SECRET_SUFFIXES = ("_api_key", "_secret", "_token", "_password", "_credential")
+
+
+class BackendError(Exception):
+    """A failure with a protocol-neutral kind; each plugin encodes it in its own dialect."""
+
+    def __init__(self, kind: str, message: str, **detail: Any) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+        self.detail = detail
+
+
+def not_found(resource: str, resource_id: str) -> BackendError:
+    return BackendError("not_found", f'{resource.capitalize()} "{resource_id}" was not found', resource=resource, id=resource_id)
+
+
+def invalid_spec(field_name: str, reason: str) -> BackendError:
+    return BackendError("invalid_spec", f"invalid spec: {field_name}: {reason}", field=field_name, reason=reason)
+
+
+def invalid_state(current: str, action: str) -> BackendError:
+    return BackendError("invalid_state", f"cannot {action} a sandbox in state {current}", current=current, action=action)
+
+
+@dataclass
+class ExecRun:
+    """What happened to one command."""
+
+    stdout: bytes
+    stderr: bytes
+    exit_code: int | None
+    signal: int | None
+    termination: str
+    duration_ms: int
+    stdout_capture: dict[str, Any] = field(default_factory=dict)
+    stderr_capture: dict[str, Any] = field(default_factory=dict)
+
+
+class Capture:
+    """A retained copy of one output stream: everything, or a stable head plus a rolling tail."""
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = limit
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.observed = 0
+
+    def add(self, chunk: bytes) -> None:
+        self.observed += len(chunk)
+        if self.limit is None:
+            self.head.extend(chunk)
+            return
+        head_room = self.limit // 2 - len(self.head)
+        if head_room > 0:
+            self.head.extend(chunk[:head_room])
+            chunk = chunk[head_room:]
+        tail_limit = self.limit - self.limit // 2
+        if tail_limit <= 0 or not chunk:
+            return
+        self.tail.extend(chunk)
+        if len(self.tail) > tail_limit:
+            del self.tail[: len(self.tail) - tail_limit]
+
+    @property
+    def retained(self) -> bytes:
+        return bytes(self.head + self.tail)
+
+    def stats(self, truncated: bool) -> dict[str, Any]:
+        retained = len(self.head) + len(self.tail)
+        return {"observed_bytes": self.observed, "retained_bytes": retained,
+                "omitted_bytes": self.observed - retained, "truncated": truncated}
+
+
+@dataclass
+class HostSandbox:
+    id: str
+    name: str | None
+    labels: dict[str, str]
+    env: dict[str, str]
+    workspace: Path
+    state: str = "running"
+    created_at: float = field(default_factory=time.time)
+    processes: set[subprocess.Popen[bytes]] = field(default_factory=set)
+
+    def record(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "labels": self.labels, "env": self.env,
+                "workspace": str(self.workspace), "state": self.state, "created_at": self.created_at}
+
+
+def _bash() -> str:
+    found = shutil.which("bash")
+    if not found:
+        raise RuntimeError("bash is not on PATH")
+    return found
+
+
+class HostBackend:
+    """Sandboxes in a registry directory. With ``SANDBOX_CONFORMANCE_HOST_REGISTRY`` set, records
+    persist there and any process can attach to them; otherwise a private temporary registry is used
+    and removed when the backend closes."""
+
+    def __init__(self, registry: str | None = None) -> None:
+        configured = registry or os.environ.get("SANDBOX_CONFORMANCE_HOST_REGISTRY")
+        self.persistent = bool(configured)
+        self.root = Path(configured) if configured else Path(tempfile.mkdtemp(prefix="sandbox-conformance-host-"))
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.bash = _bash()
+        self._lock = threading.RLock()
+        self._sandboxes: dict[str, HostSandbox] = {}
+        self._deleting: dict[str, threading.Event] = {}
+        self._load()
+
+    # -- registry --------------------------------------------------------------------------------
+
+    def _record_path(self, sandbox_id: str) -> Path:
+        return self.root / sandbox_id / "record.json"
+
+    def _load(self) -> None:
+        if not self.persistent:
+            return
+        for record_file in self.root.glob("*/record.json"):
+            try:
+                data = json.loads(record_file.read_text())
+            except (OSError, json.JSONDecodeError):
+                continue
+            self._sandboxes[data["id"]] = HostSandbox(
+                id=data["id"], name=data.get("name"), labels=data.get("labels", {}), env=data.get("env", {}),
+                workspace=Path(data["workspace"]), state=data.get("state", "running"),
+                created_at=data.get("created_at", time.time()),
+            )
+
+    def _save(self, sandbox: HostSandbox) -> None:
+        path = self._record_path(sandbox.id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(sandbox.record()))
+        tmp.replace(path)
+
+    def close(self) -> None:
+        with self._lock:
+            sandboxes = list(self._sandboxes.values())
+        for sandbox in sandboxes:
+            self._kill_processes(sandbox)
+        if not self.persistent:
+            shutil.rmtree(self.root, ignore_errors=True)
+
+    # -- sandboxes -------------------------------------------------------------------------------
+
+    def create(self, name: str | None, labels: Mapping[str, str], env: Mapping[str, str]) -> HostSandbox:
+        sandbox_id = f"host-{uuid.uuid4().hex[:20]}"
+        workspace = self.root / sandbox_id / "workspace"
+        workspace.mkdir(parents=True)
+        sandbox = HostSandbox(sandbox_id, name, dict(labels), dict(env), workspace.resolve())
+        with self._lock:
+            self._sandboxes[sandbox_id] = sandbox
+            self._save(sandbox)
+        return sandbox
+
+    def get(self, sandbox_id: str, include_deleted: bool = False) -> HostSandbox:
+        with self._lock:
+            sandbox = self._sandboxes.get(sandbox_id)
+        if sandbox is None or (sandbox.state == "deleted" and not include_deleted):
+            raise not_found("sandbox", sandbox_id)
+        return sandbox
+
+    def list(self, labels: Mapping[str, str] | None = None) -> list[HostSandbox]:
+        with self._lock:
+            sandboxes = [s for s in self._sandboxes.values() if s.state != "deleted"]
+        wanted = dict(labels or {})
+        return [s for s in sandboxes if all(s.labels.get(k) == v for k, v in wanted.items())]
+
+    def delete(self, sandbox_id: str) -> None:
+        """Idempotent: unknown, deleted and being-deleted sandboxes all succeed."""
+        with self._lock:
+            sandbox = self._sandboxes.get(sandbox_id)
+            if sandbox is None or sandbox.state == "deleted":
+                return
+            in_progress = self._deleting.get(sandbox_id)
+            if in_progress is None:
+                self._deleting[sandbox_id] = threading.Event()
+                sandbox.state = "deleting"
+        if in_progress is not None:
+            in_progress.wait(timeout=30)
+            return
+        self._kill_processes(sandbox)
+        shutil.rmtree(sandbox.workspace, ignore_errors=True)
+        with self._lock:
+            sandbox.state = "deleted"
+            self._save(sandbox)
+            self._deleting.pop(sandbox_id).set()
+
+    def stop(self, sandbox: HostSandbox) -> None:
+        self._kill_processes(sandbox)
+        with self._lock:
+            sandbox.state = "stopped"
+            self._save(sandbox)
+
+    def start(self, sandbox: HostSandbox) -> None:
+        with self._lock:
+            sandbox.state = "running"
+            self._save(sandbox)
+
+    def set_labels(self, sandbox: HostSandbox, labels: Mapping[str, str]) -> None:
+        with self._lock:
+            sandbox.labels = dict(labels)
+            self._save(sandbox)
+
+    def _kill_processes(self, sandbox: HostSandbox) -> None:
+        for proc in list(sandbox.processes):
+            _signal_group(proc, signal.SIGKILL)
+
+    # -- exec ------------------------------------------------------------------------------------
+
+    def environment(self, sandbox: HostSandbox, spec_env: Mapping[str, str]) -> dict[str, str]:
+        """The plugin's environment minus secrets and BASH_ENV, then the sandbox's, then the command's."""
+        env = {
+            name: value for name, value in os.environ.items()
+            if name in SAFE_ENVIRONMENT or not name.lower().endswith(_SECRET_SUFFIXES)
+        }
+        env.update(sandbox.env)
+        env.update(spec_env)
+        env.pop("BASH_ENV", None)
+        env.pop("SANDBOX_CONFORMANCE_HOST_REGISTRY", None)
+        return env
+
+    def resolve(self, sandbox: HostSandbox, path: str | None) -> Path:
+        if not path:
+            return sandbox.workspace
+        candidate = Path(path)
+        return candidate if candidate.is_absolute() else sandbox.workspace / candidate
+
+    def run(
+        self,
+        sandbox: HostSandbox,
+        command: str,
+        env: Mapping[str, str],
+        working_dir: str | None = None,
+        stdin: bytes | None = None,
+        timeout_s: float | None = 3600.0,
+        sanitization: str = "raw",
+        on_output: Callable[[str, bytes], None] | None = None,
+        cancel: threading.Event | None = None,
+        retain_limit: int | None = None,
+    ) -> ExecRun:
+        """Run Bash source; a timeout or cancellation ends normally with the matching termination."""
+        if sandbox.state != "running":
+            raise invalid_state(sandbox.state, "unknown")
+        cwd = self.resolve(sandbox, working_dir)
+        if not cwd.is_dir():
+            raise invalid_spec("working_dir", f"{working_dir} is not a directory in the sandbox")
+        started = time.monotonic()
+        try:
+            proc = subprocess.Popen(
+                [self.bash, "-c", command],
+                cwd=cwd,
+                env=self.environment(sandbox, env),
+                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise BackendError("io", f"could not start bash: {exc}", io_context="spawn") from None
+        sandbox.processes.add(proc)
+        captures = {"stdout": Capture(retain_limit), "stderr": Capture(retain_limit)}
+        sanitizers = {"stdout": Sanitizer(sanitization), "stderr": Sanitizer(sanitization)}
+
+        def emit(stream: str, chunk: bytes) -> None:
+            if chunk:
+                captures[stream].add(chunk)
+                if on_output is not None:
+                    on_output(stream, chunk)
+
+        def pump(stream: str, pipe: Any) -> None:
+            try:
+                for chunk in iter(lambda: pipe.read1(8192), b""):
+                    emit(stream, sanitizers[stream].feed(chunk))
+            except (OSError, ValueError):
+                pass
+            emit(stream, sanitizers[stream].finish())
+
+        readers = [
+            threading.Thread(target=pump, args=("stdout", proc.stdout), daemon=True),
+            threading.Thread(target=pump, args=("stderr", proc.stderr), daemon=True),
+        ]
+        for reader in readers:
+            reader.start()
+        if stdin is not None:
+            threading.Thread(target=_feed_stdin, args=(proc, stdin), daemon=True).start()
+
+        termination = "exited"
+        deadline = started + timeout_s if timeout_s is not None else None
+        while proc.poll() is None:
+            if cancel is not None and cancel.is_set():
+                termination = "cancelled"
+                _stop_ladder(proc)
+                break
+            if deadline is not None and time.monotonic() >= deadline:
+                termination = "timed_out"
+                _stop_ladder(proc)
+                break
+            try:
+                proc.wait(timeout=0.02)
+            except subprocess.TimeoutExpired:
+                pass
+        proc.wait()
+        sandbox.processes.discard(proc)
+        truncated = False
+        drain_deadline = time.monotonic() + DRAIN_GRACE_S
+        for reader in readers:
+            reader.join(timeout=max(0.0, drain_deadline - time.monotonic()))
+            truncated = truncated or reader.is_alive()
+        code = proc.returncode
+        exit_code, sig = (code, None) if code >= 0 else (None, -code)
+        return ExecRun(
+            stdout=captures["stdout"].retained,
+            stderr=captures["stderr"].retained,
+            exit_code=exit_code,
+            signal=sig,
+            termination=termination,
+            duration_ms=int((time.monotonic() - started) * 1000),
+            stdout_capture=captures["stdout"].stats(truncated),
+            stderr_capture=captures["stderr"].stats(truncated),
+        )
+
+
+def _feed_stdin(proc: subprocess.Popen[bytes], data: bytes) -> None:
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write(data)
+        proc.stdin.close()
+    except (BrokenPipeError, OSError, ValueError):
+        pass  # a command that stops reading early is not an error
+
+
+def _signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _stop_ladder(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to the process group, a grace period, then SIGKILL."""
+    _signal_group(proc, signal.SIGTERM)
+    try:
+        proc.wait(timeout=TERM_GRACE_S)
+    except subprocess.TimeoutExpired:
+        _signal_group(proc, signal.SIGKILL)
+    _signal_group(proc, signal.SIGKILL)
+

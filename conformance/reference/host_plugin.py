@@ -1,0 +1,381 @@
+"""The reference sandbox-driver v1 plugin: host-directory sandboxes, honest capabilities.
+
+Run it as ``sandbox-conformance-host-plugin`` (or ``python -m conformance.reference.host_plugin``).
+``--mutant NAME`` starts one of the deliberately broken variants catalogued in
+``conformance/reference/mutants/catalogue.yaml`` instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import binascii
+import copy
+import os
+import platform
+import sys
+import threading
+from typing import Any
+
+from conformance import __version__
+from conformance.reference.host_backend import BackendError, HostBackend, HostSandbox, invalid_spec
+from conformance.reference.stdio_server import METHOD_NOT_FOUND, RpcFailure, StdioJsonRpcServer, StopServing
+
+PROTOCOL_VERSION = 1
+APPLICATION_ERROR = -32000
+INVALID_PARAMS = -32600
+
+BASE_CAPABILITIES: dict[str, Any] = {
+    "isolation": "none",
+    "lifecycle": {
+        "pause": False, "archive": False, "fork": False, "resize": False, "recover": False,
+        "undelete": False, "refresh_activity": False, "timers": False, "labels": False,
+        "update_network": False, "snapshot_sandbox": False,
+    },
+    "exec": {
+        "live_streaming": True, "streams_separated": True, "stdin": True, "cancel": True,
+        "stdio_process": False, "stdin_stream": False, "environment": False,
+    },
+    "fs": {"native": False, "upload": False, "download": False, "permissions": False},
+    "search": {"supported": False, "native": False},
+    "git": {"supported": False, "native": False},
+    "services": {"supported": False, "native": False},
+    "pty": None,
+    "logs": None,
+    "access": {
+        "preview_urls": False, "signed_preview_urls": False, "ssh": False, "ssh_ttl": False,
+        "ssh_revoke": False, "shell_command": False, "web_terminal": False, "vnc": False, "vpn": False,
+    },
+    "network": {"allow_all": False, "block_all": False, "cidr_allow_list": False,
+                "domain_allow_list": False, "outbound_proxy": False},
+    "snapshots": None,
+    "volumes": None,
+}
+
+# Methods an undeclared capability makes `unsupported`, with the dotted name the answer must carry.
+GATED_METHODS: dict[str, str] = {
+    "sandbox/pause": "lifecycle.pause",
+    "sandbox/resume": "lifecycle.pause",
+    "sandbox/archive": "lifecycle.archive",
+    "sandbox/recover": "lifecycle.recover",
+    "sandbox/refresh_activity": "lifecycle.refresh_activity",
+    "sandbox/undelete": "lifecycle.undelete",
+    "sandbox/fork": "lifecycle.fork",
+    "sandbox/resize": "lifecycle.resize",
+    "sandbox/snapshot": "lifecycle.snapshot_sandbox",
+    "sandbox/set_timers": "lifecycle.timers",
+    "sandbox/set_labels": "lifecycle.labels",
+    "sandbox/update_network": "lifecycle.update_network",
+    "exec/stdio_open": "exec.stdio_process",
+    "exec/stdio_input": "exec.stdio_process",
+    "exec/stdio_close_input": "exec.stdio_process",
+    "exec/stdio_output": "exec.stdio_process",
+    "exec/stdio_terminate": "exec.stdio_process",
+    "exec/stdio_wait": "exec.stdio_process",
+    "pty/open": "pty",
+    "pty/input": "pty",
+    "pty/output": "pty",
+    "pty/resize": "pty",
+    "pty/close": "pty",
+    "logs/follow": "logs",
+    "fs/set_permissions": "fs.permissions",
+    "snapshot/create": "snapshots",
+    "snapshot/get": "snapshots",
+    "snapshot/list": "snapshots",
+    "snapshot/delete": "snapshots",
+    "snapshot/activate": "snapshots",
+    "snapshot/deactivate": "snapshots",
+    "snapshot/build_logs": "snapshots",
+    "volume/create": "volumes",
+    "volume/get": "volumes",
+    "volume/list": "volumes",
+    "volume/delete": "volumes",
+    "access/preview_url": "access.preview_urls",
+    "access/signed_preview_url": "access.preview_urls.signed",
+    "access/ssh_create": "access.ssh",
+    "access/ssh_revoke": "access.ssh.revoke",
+    "access/web_terminal": "access.web_terminal",
+    "access/vnc": "access.vnc",
+}
+
+# Creation-spec fields this provider cannot honour, with the value that means "not asked for".
+UNHONOURED_SPEC_FIELDS: dict[str, Any] = {
+    "user": None, "sandbox_kind": None, "region": None, "public": None, "provider_config": None,
+    "ephemeral": False, "volumes": [], "workspace_ownership": None,
+}
+
+
+def application_error(kind: str, message: str, detail: dict[str, Any] | None = None,
+                      retryable: bool = False) -> RpcFailure:
+    data: dict[str, Any] = {"report": {"kind": kind, "message": message, "retryable": retryable, "causes": []}}
+    if detail:
+        data["detail"] = detail
+    return RpcFailure(APPLICATION_ERROR, message, data)
+
+
+def unsupported(capability: str) -> RpcFailure:
+    return application_error("unsupported", f"capability {capability} is not supported by this provider",
+                             {"capability": capability})
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+class HostPlugin(StdioJsonRpcServer):
+    """sandbox-driver v1 over the host-directory backend."""
+
+    provider_kind = "host"
+    log_prefix = "host-plugin"
+
+    def __init__(self, backend: HostBackend | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.backend = backend or HostBackend()
+        self.capabilities = self.declared_capabilities()
+        self._execs: dict[str, threading.Event] = {}
+        self._execs_lock = threading.Lock()
+
+    # -- capabilities ----------------------------------------------------------------------------
+
+    def declared_capabilities(self) -> dict[str, Any]:
+        return copy.deepcopy(BASE_CAPABILITIES)
+
+    def declares(self, dotted: str) -> bool:
+        if dotted in ("pty", "logs", "snapshots", "volumes"):
+            return self.capabilities.get(dotted) is not None
+        aliases = {"access.preview_urls.signed": "access.signed_preview_urls",
+                   "access.ssh.revoke": "access.ssh_revoke", "access.ssh.ttl": "access.ssh_ttl"}
+        group, _, leaf = aliases.get(dotted, dotted).partition(".")
+        value = self.capabilities.get(group)
+        return isinstance(value, dict) and bool(value.get(leaf))
+
+    # -- dispatch --------------------------------------------------------------------------------
+
+    def dispatch(self, method: str, params: Any) -> Any:
+        handler = getattr(self, "m_" + method.replace("/", "_"), None)
+        capability = GATED_METHODS.get(method)
+        if capability is not None and not self.declares(capability):
+            raise self.unsupported(method, capability)
+        if handler is None:
+            raise self.unknown_method(method)
+        try:
+            return handler(params if isinstance(params, dict) else {})
+        except BackendError as error:
+            raise self.backend_failure(method, error) from None
+        except KeyError as missing:
+            raise RpcFailure(INVALID_PARAMS, f"invalid params for {method}: missing field {missing}") from None
+
+    def unsupported(self, method: str, capability: str) -> RpcFailure:
+        return unsupported(capability)
+
+    def unknown_method(self, method: str) -> RpcFailure:
+        return RpcFailure(METHOD_NOT_FOUND, f"unknown method {method}")
+
+    def backend_failure(self, method: str, error: BackendError) -> RpcFailure:
+        return application_error(error.kind, error.message, error.detail)
+
+    def internal_error(self, method: str, exc: Exception) -> RpcFailure:
+        return application_error("provider", f"host error: {exc}",
+                                 {"provider": {"provider": self.provider_kind, "code": None,
+                                               "message": str(exc), "retryable": False, "detail": None}})
+
+    # -- session ---------------------------------------------------------------------------------
+
+    def on_start(self) -> None:
+        self.log(f"{__version__} serving sandbox-driver protocol {PROTOCOL_VERSION}; sandboxes in {self.backend.root}")
+
+    def m_initialize(self, params: dict[str, Any]) -> Any:
+        asked = params["protocol_version"]
+        if asked != PROTOCOL_VERSION:
+            raise application_error(
+                "invalid_spec", f"invalid spec: protocol_version: plugin speaks protocol version "
+                f"{PROTOCOL_VERSION} but the host asked for {asked}",
+                {"field": "protocol_version",
+                 "reason": f"plugin speaks protocol version {PROTOCOL_VERSION} but the host asked for {asked}"})
+        return {
+            "protocol_version": PROTOCOL_VERSION,
+            "provider": {"kind": self.provider_kind, "version": __version__},
+            "capabilities": self.capabilities,
+        }
+
+    def m_shutdown(self, params: dict[str, Any]) -> Any:
+        raise StopServing(None)
+
+    def m_provider_health(self, params: dict[str, Any]) -> Any:
+        return {"health": {"status": "ok", "message": None, "missing_permissions": []}}
+
+    def on_stop(self) -> None:
+        with self._execs_lock:
+            for cancel in self._execs.values():
+                cancel.set()
+        self.backend.close()
+
+    # -- handles ---------------------------------------------------------------------------------
+
+    def validate_spec(self, spec: dict[str, Any]) -> None:
+        source = spec.get("source")
+        if source != "host_directory":
+            raise invalid_spec("source", "only host_directory is supported")
+        resources = spec.get("resources") or {}
+        for key, value in resources.items():
+            if value is not None:
+                raise invalid_spec(f"resources.{key}", "the host provider cannot limit resources")
+        for key, unset in UNHONOURED_SPEC_FIELDS.items():
+            if key in spec and spec[key] != unset:
+                raise invalid_spec(key, "not supported by the host provider")
+        if spec.get("network", "provider_default") != "provider_default":
+            raise invalid_spec("network", "the host provider cannot change the network policy")
+        timers = spec.get("timers") or {}
+        if any(value is not None for value in timers.values()):
+            raise invalid_spec("timers", "the host provider has no lifecycle timers")
+        if spec.get("working_directory") is not None:
+            raise invalid_spec("working_directory", "the reference host provider always manages its workspace")
+
+    def status(self, sandbox: HostSandbox) -> dict[str, Any]:
+        return {
+            "id": sandbox.id, "name": sandbox.name, "state": sandbox.state, "provider_state": sandbox.state,
+            "error_reason": None, "resources": None, "sandbox_kind": None, "region": None,
+            "labels": sandbox.labels, "image": None, "snapshot": None, "network": None,
+            "workspace_ownership": "managed", "web_url": None,
+            "created_at": {"secs_since_epoch": int(sandbox.created_at),
+                           "nanos_since_epoch": int((sandbox.created_at % 1) * 1e9)},
+            "updated_at": None,
+        }
+
+    def handle_info(self, sandbox: HostSandbox) -> dict[str, Any]:
+        return {
+            "status": self.status(sandbox),
+            "capabilities": self.capabilities,
+            "working_directory": str(sandbox.workspace),
+            "runtime_directory": None,
+        }
+
+    def m_sandbox_create(self, params: dict[str, Any]) -> Any:
+        spec = params["spec"]
+        self.validate_spec(spec)
+        sandbox = self.backend.create(spec.get("name"), spec.get("labels") or {}, spec.get("env") or {})
+        return self.handle_info(sandbox)
+
+    def m_sandbox_attach(self, params: dict[str, Any]) -> Any:
+        return self.handle_info(self.backend.get(params["sandbox_id"]))
+
+    def m_sandbox_describe(self, params: dict[str, Any]) -> Any:
+        return {"status": self.status(self.backend.get(params["sandbox_id"]))}
+
+    def m_sandbox_list(self, params: dict[str, Any]) -> Any:
+        labels = (params["filter"] or {}).get("labels") or {}
+        return {"sandboxes": [self.status(s) for s in self.backend.list(labels)]}
+
+    def m_sandbox_platform_info(self, params: dict[str, Any]) -> Any:
+        self.backend.get(params["sandbox_id"])
+        return {"platform": {"os": sys.platform.replace("darwin", "macos"), "arch": platform.machine(),
+                             "version": platform.release()}}
+
+    def m_sandbox_delete(self, params: dict[str, Any]) -> Any:
+        self.backend.delete(params["sandbox_id"])
+        return None
+
+    def m_sandbox_start(self, params: dict[str, Any]) -> Any:
+        self.backend.start(self.backend.get(params["sandbox_id"]))
+        return None
+
+    def m_sandbox_stop(self, params: dict[str, Any]) -> Any:
+        self.backend.stop(self.backend.get(params["sandbox_id"]))
+        return None
+
+    # -- exec ------------------------------------------------------------------------------------
+
+    def decode_stdin(self, spec: dict[str, Any]) -> bytes | None:
+        stdin = spec.get("stdin_b64")
+        if stdin is None:
+            return None
+        if not self.declares("exec.stdin"):
+            raise unsupported("exec.stdin")
+        try:
+            return base64.b64decode(stdin, validate=True)
+        except binascii.Error:
+            raise invalid_spec("stdin_b64", "not valid base64") from None
+
+    def run_spec(self, sandbox_id: str, spec: dict[str, Any], **kwargs: Any):
+        sandbox = self.backend.get(sandbox_id)
+        timeout_ms = spec.get("timeout_ms")
+        return self.backend.run(
+            sandbox,
+            spec["command"],
+            spec["env"],
+            working_dir=spec.get("working_dir"),
+            stdin=self.decode_stdin(spec),
+            timeout_s=(timeout_ms / 1000) if timeout_ms is not None else 3600.0,
+            sanitization=spec.get("output_sanitization") or "raw",
+            **kwargs,
+        )
+
+    def exec_result(self, run: Any) -> dict[str, Any]:
+        return {
+            "stdout_b64": b64(run.stdout), "stderr_b64": b64(run.stderr),
+            "exit_code": run.exit_code, "signal": run.signal,
+            "termination": run.termination, "duration_ms": run.duration_ms,
+        }
+
+    def m_exec_run(self, params: dict[str, Any]) -> Any:
+        return self.exec_result(self.run_spec(params["sandbox_id"], params["spec"]))
+
+    def m_exec_stream(self, params: dict[str, Any]) -> Any:
+        exec_id = params["exec_id"]
+        cancel = threading.Event()
+        with self._execs_lock:
+            self._execs[exec_id] = cancel
+
+        def forward(stream: str, chunk: bytes) -> None:
+            self.notify("exec/output", {"exec_id": exec_id, "stream": stream, "data_b64": b64(chunk)})
+
+        try:
+            run = self.run_spec(params["sandbox_id"], params["spec"], on_output=forward, cancel=cancel,
+                                retain_limit=params.get("retained_output_limit"))
+        finally:
+            with self._execs_lock:
+                self._execs.pop(exec_id, None)
+        return {
+            "result": self.exec_result(run),
+            "streams_separated": True,
+            "live_streaming": True,
+            "stdout_capture": run.stdout_capture,
+            "stderr_capture": run.stderr_capture,
+        }
+
+    def m_exec_cancel(self, params: dict[str, Any]) -> Any:
+        with self._execs_lock:
+            cancel = self._execs.get(params["exec_id"])
+        if cancel is not None:
+            cancel.set()
+        return None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="sandbox-conformance-host-plugin", description=__doc__.splitlines()[0])
+    parser.add_argument("--mutant", metavar="NAME", help="start a deliberately broken variant (see the catalogue)")
+    parser.add_argument("--list-mutants", action="store_true", help="list the broken variants and exit")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from conformance.reference import mutants
+
+    if args.list_mutants:
+        for name in sorted(mutants.REGISTRY):
+            print(name)
+        return 0
+    plugin_class: type[HostPlugin] = HostPlugin
+    if args.mutant:
+        try:
+            plugin_class = mutants.REGISTRY[args.mutant]
+        except KeyError:
+            print(f"sandbox-conformance-host-plugin: unknown mutant {args.mutant!r}", file=sys.stderr)
+            return 2
+    os.environ.pop("BASH_ENV", None)
+    return plugin_class().serve()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,78 @@
+"""The outcome of each scenario, assembled from pytest's setup/call/teardown reports."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+OUTCOMES = ("passed", "failed", "error", "skipped", "disabled")
+# When phases disagree, the worse outcome wins.
+_SEVERITY = {"passed": 0, "disabled": 1, "skipped": 2, "failed": 3, "error": 4}
+
+
+@dataclass
+class ScenarioResult:
+    id: str
+    name: str
+    feature: str
+    nodeid: str
+    level: str | None
+    requirements: list[str]
+    capabilities: list[str]
+    dialects: list[str]
+    outcome: str = "passed"
+    duration_s: float = 0.0
+    message: str | None = None
+    step: str | None = None
+    transcript: list[str] = field(default_factory=list)
+    transcript_omitted: int = 0
+    stderr: str | None = None
+    reproduce: str | None = None
+
+    @property
+    def capability(self) -> str | None:
+        return self.capabilities[0] if self.capabilities else None
+
+    def absorb(self, phase: str, payload: dict[str, Any]) -> None:
+        """Fold one phase's report into the scenario's outcome."""
+        self.duration_s = round(self.duration_s + float(payload.get("duration_s", 0.0)), 3)
+        outcome = payload.get("outcome", "passed")
+        if outcome == "passed":
+            return
+        if _SEVERITY[outcome] > _SEVERITY[self.outcome]:
+            previous = self.message
+            self.outcome = outcome
+            self.message = payload.get("message")
+            if previous and phase == "teardown":
+                self.message = f"{previous}\n(teardown) {self.message}"
+            self.step = payload.get("step") or self.step
+        elif payload.get("message") and outcome in ("failed", "error"):
+            self.message = f"{self.message}\n({phase}) {payload['message']}" if self.message else payload["message"]
+        for key in ("transcript", "stderr", "reproduce"):
+            if payload.get(key):
+                setattr(self, key, payload[key])
+        if payload.get("transcript_omitted"):
+            self.transcript_omitted = payload["transcript_omitted"]
+
+    def to_dict(self, include_diagnostics: bool) -> dict[str, Any]:
+        data = asdict(self)
+        data["capability"] = self.capability
+        if not include_diagnostics:
+            for key in ("transcript", "transcript_omitted", "stderr"):
+                data.pop(key)
+        return data
+
+
+def summarize(results: list[ScenarioResult]) -> dict[str, int]:
+    counts = {outcome: 0 for outcome in OUTCOMES}
+    for result in results:
+        counts[result.outcome] += 1
+    return {
+        "total": len(results),
+        "selected": len(results) - counts["disabled"],
+        "passed": counts["passed"],
+        "failed": counts["failed"],
+        "errors": counts["error"],
+        "skipped": counts["skipped"],
+        "disabled": counts["disabled"],
+    }

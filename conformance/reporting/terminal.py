@@ -1,0 +1,62 @@
+"""The end-of-run summary on the terminal: counts, then each failure with what a provider author
+needs to fix it."""
+
+from __future__ import annotations
+
+import io
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+_STYLE = {"passed": "green", "failed": "bold red", "error": "bold magenta", "skipped": "yellow", "disabled": "dim"}
+TRANSCRIPT_LINES = 40
+
+
+def render_summary(document: dict[str, Any], width: int = 110, color: bool = False) -> str:
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=width, force_terminal=color, no_color=not color, highlight=False)
+    provider = document["provider"]
+    console.rule(f"sandbox-conformance {document['suite']['version']} · {provider.get('kind')} "
+                 f"{provider.get('version')} · {provider.get('dialect')} over {provider.get('transport')}")
+    for scenario in document["scenarios"]:
+        if scenario["outcome"] not in ("failed", "error"):
+            continue
+        console.print(Text(f"{scenario['outcome'].upper()} {scenario['id']}", style=_STYLE[scenario["outcome"]]),
+                      Text(f"  {scenario['feature']}: {scenario['name']}"))
+        console.print(f"  requirement: {', '.join(scenario['requirements'])} ({scenario['level']})")
+        if scenario.get("step"):
+            console.print(f"  step: {scenario['step']}")
+        for line in (scenario.get("message") or "").splitlines():
+            console.print(f"  | {line}", markup=False, soft_wrap=True)
+        transcript = scenario.get("transcript") or []
+        if transcript:
+            shown = transcript[-TRANSCRIPT_LINES:]
+            console.print(f"  messages ({len(shown)} of {len(transcript)} shown, newest last):")
+            for line in shown:
+                console.print(f"    {line[:300]}", markup=False, soft_wrap=True)
+        stderr = (scenario.get("stderr") or "").strip()
+        if stderr:
+            console.print("  provider stderr (tail):")
+            for line in stderr.splitlines()[-10:]:
+                console.print(f"    {line}", markup=False, soft_wrap=True)
+        console.print(f"  reproduce: {scenario.get('reproduce')}", markup=False, soft_wrap=True)
+        console.print()
+    table = Table(show_header=True, header_style="bold")
+    for column in ("passed", "failed", "errors", "skipped", "disabled", "total"):
+        table.add_column(column, justify="right")
+    summary = document["summary"]
+    table.add_row(*(str(summary[c]) for c in ("passed", "failed", "errors", "skipped", "disabled", "total")))
+    console.print(table)
+    sandboxes = document["sandboxes"]
+    console.print(f"sandboxes: {sandboxes['created']} created, {sandboxes['deleted']} deleted, "
+                  f"{len(sandboxes['leaked'])} leaked")
+    for violation in document.get("wire_violations_outside_scenarios") or []:
+        console.print(f"wire violation outside any scenario: {violation}", markup=False)
+    return buffer.getvalue()
+
+
+def print_summary(document: dict[str, Any], terminalreporter: Any) -> None:
+    color = bool(getattr(terminalreporter, "hasmarkup", False))
+    terminalreporter.write(render_summary(document, width=terminalreporter._tw.fullwidth, color=color))

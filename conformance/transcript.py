@@ -1,0 +1,116 @@
+"""Per-scenario transcripts of every message exchanged, and the redaction applied before anyone sees them."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+REDACTED = "[REDACTED]"
+
+# Names whose values are secrets wherever they appear (environment variables, headers, JSON keys).
+SECRET_NAME = re.compile(r"(?i)(token|secret|password|passwd|api[_-]?key|credential|authorization|private[_-]?key)")
+
+
+class Redactor:
+    """Replaces every known secret value, and the value of any secret-looking key, before output."""
+
+    def __init__(self) -> None:
+        self._secrets: set[str] = set()
+        self._lock = threading.Lock()
+
+    def add(self, value: str | None) -> None:
+        if value and len(value) >= 4:  # shorter strings would shred unrelated text
+            with self._lock:
+                self._secrets.add(value)
+
+    def add_environment(self, env: dict[str, str]) -> None:
+        for name, value in env.items():
+            if SECRET_NAME.search(name):
+                self.add(value)
+
+    def text(self, text: str) -> str:
+        with self._lock:
+            secrets = sorted(self._secrets, key=len, reverse=True)
+        for secret in secrets:
+            if secret in text:
+                text = text.replace(secret, REDACTED)
+        return text
+
+    def value(self, value: Any) -> Any:
+        """Redact a JSON-like value: known secrets anywhere, and values under secret-looking keys."""
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, list):
+            return [self.value(v) for v in value]
+        if isinstance(value, dict):
+            out = {}
+            for key, inner in value.items():
+                if isinstance(key, str) and SECRET_NAME.search(key) and isinstance(inner, str) and inner:
+                    out[key] = REDACTED
+                else:
+                    out[key] = self.value(inner)
+            return out
+        return value
+
+
+REDACTOR = Redactor()
+"""The process-wide redactor. Everything that leaves the suite (reports, terminal, logs) passes through it."""
+
+
+@dataclass(frozen=True)
+class TranscriptEntry:
+    at_s: float
+    channel: str  # which connection: "provider", "fresh#2", "http", ...
+    direction: str  # "sent", "received", "violation", "note"
+    text: str
+
+    def render(self) -> str:
+        arrow = {"sent": "→", "received": "←", "violation": "✗", "note": "·"}.get(self.direction, "?")
+        return f"{self.at_s:8.3f}s {self.channel:<9} {arrow} {self.text}"
+
+
+class Transcript:
+    """The messages of one scenario, bounded: the first and the newest entries are kept, and the count
+    of what was left out in between is reported."""
+
+    def __init__(self, head: int = 150, tail: int = 250, max_entry_chars: int = 4000) -> None:
+        self._start = time.monotonic()
+        self._head: list[TranscriptEntry] = []
+        self._tail: deque[TranscriptEntry] = deque(maxlen=tail)
+        self._head_limit = head
+        self._omitted = 0
+        self._max_chars = max_entry_chars
+        self._lock = threading.Lock()
+
+    def record(self, channel: str, direction: str, text: str) -> None:
+        if len(text) > self._max_chars:
+            text = f"{text[: self._max_chars]}… [{len(text) - self._max_chars} more characters]"
+        entry = TranscriptEntry(round(time.monotonic() - self._start, 3), channel, direction, text)
+        with self._lock:
+            if len(self._head) < self._head_limit:
+                self._head.append(entry)
+                return
+            if len(self._tail) == self._tail.maxlen:
+                self._omitted += 1
+            self._tail.append(entry)
+
+    def entries(self) -> list[TranscriptEntry]:
+        with self._lock:
+            return [*self._head, *self._tail]
+
+    @property
+    def omitted(self) -> int:
+        return self._omitted
+
+    def render(self, redactor: Redactor = REDACTOR) -> list[str]:
+        with self._lock:
+            head, tail, omitted = list(self._head), list(self._tail), self._omitted
+        lines = [redactor.text(e.render()) for e in head]
+        if omitted:
+            lines.append(f"          … {omitted} messages omitted …")
+        lines.extend(redactor.text(e.render()) for e in tail)
+        return lines

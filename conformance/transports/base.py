@@ -1,0 +1,100 @@
+"""The transport seam for line-framed peers."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Protocol
+
+
+class LineTransport(Protocol):
+    """A peer that exchanges newline-terminated frames.
+
+    ``start`` begins delivering every received line (without its terminator) to ``on_line`` from a
+    background thread, and calls ``on_close`` once when the peer's output ends.
+    """
+
+    def start(self, on_line: Callable[[bytes], None], on_close: Callable[[], None]) -> None: ...
+
+    def send(self, frame: bytes) -> None: ...
+
+    def close_input(self) -> None: ...
+
+    def close(self, grace_s: float = 2.0) -> None: ...
+
+    @property
+    def alive(self) -> bool: ...
+
+    def describe(self) -> str: ...
+
+    def stderr_tail(self, since: int | None = None) -> str:
+        """The newest stderr bytes, or those written after position ``since``."""
+
+    def stderr_position(self) -> int: ...
+
+    def wait_exit(self, timeout_s: float) -> int | None: ...
+
+
+class StderrTail:
+    """A bounded ring of the newest bytes a peer wrote to stderr, drained continuously."""
+
+    def __init__(self, limit_bytes: int = 64 * 1024) -> None:
+        self._limit = limit_bytes
+        self._chunks: deque[bytes] = deque()
+        self._size = 0
+        self._dropped = 0
+        self._lock = threading.Lock()
+
+    def append(self, chunk: bytes) -> None:
+        with self._lock:
+            self._chunks.append(chunk)
+            self._size += len(chunk)
+            while self._size > self._limit and self._chunks:
+                head = self._chunks[0]
+                excess = self._size - self._limit
+                if len(head) <= excess:
+                    self._chunks.popleft()
+                    self._size -= len(head)
+                    self._dropped += len(head)
+                else:
+                    self._chunks[0] = head[excess:]
+                    self._size -= excess
+                    self._dropped += excess
+
+    def text(self, max_bytes: int | None = None) -> str:
+        with self._lock:
+            data = b"".join(self._chunks)
+            dropped = self._dropped
+        if max_bytes is not None and len(data) > max_bytes:
+            dropped += len(data) - max_bytes
+            data = data[-max_bytes:]
+        body = data.decode("utf-8", errors="replace")
+        return f"[{dropped} earlier bytes dropped]\n{body}" if dropped else body
+
+    def settle(self, quiet_s: float = 0.05, limit_s: float = 0.5) -> None:
+        """Wait until nothing new arrived for ``quiet_s`` (at most ``limit_s``), so a failure report
+        includes what the provider wrote just before it answered."""
+        deadline = time.monotonic() + limit_s
+        last = self.mark()
+        while time.monotonic() < deadline:
+            time.sleep(quiet_s)
+            now = self.mark()
+            if now == last:
+                return
+            last = now
+
+    def mark(self) -> int:
+        """A position to read new stderr from later (bytes ever written)."""
+        with self._lock:
+            return self._dropped + self._size
+
+    def since(self, position: int, max_bytes: int | None = None) -> str:
+        with self._lock:
+            data = b"".join(self._chunks)
+            start = max(0, position - self._dropped)
+        data = data[start:]
+        if max_bytes is not None and len(data) > max_bytes:
+            return f"[{len(data) - max_bytes} earlier bytes dropped]\n" + data[-max_bytes:].decode("utf-8", errors="replace")
+        return data.decode("utf-8", errors="replace")

@@ -1,0 +1,60 @@
+"""Steps for capability honesty: declared operations work, undeclared ones say `unsupported`."""
+
+from __future__ import annotations
+
+from pytest_bdd import parsers, then, when
+
+from conformance.errors import ApplicationErrorAnswer
+
+from ._world import World, attempt, expect
+
+
+@when(parsers.parse("I ask the provider to {operation}"))
+def _(world: World, operation: str) -> None:
+    info = world.provider.operations.get(operation)
+    expect(info is not None, f"the adapter knows no optional operation called {operation!r}")
+    sandbox_id = world.require_sandbox().id if info.needs_sandbox else None
+    world.values["operation"] = operation
+    world.last = attempt(lambda: world.provider.invoke(operation, sandbox_id))
+
+
+def _declared(world: World, capability: str) -> bool:
+    """Per-sandbox declarations are authoritative for sandbox operations; the provider's for the rest."""
+    info = world.provider.operations[world.values["operation"]]
+    sandbox = world.sandbox
+    if info.needs_sandbox and sandbox is not None and sandbox.capabilities is not None:
+        return sandbox.capabilities.declares(capability)
+    return world.provider.capabilities.declares(capability)
+
+
+def _acceptable_names(world: World, capability: str) -> set[str]:
+    """The named capability, or an undeclared capability it belongs to (``snapshots`` for
+    ``snapshots.activation`` when the snapshot service itself is absent)."""
+    names = {capability}
+    parts = capability.split(".")
+    for end in range(1, len(parts)):
+        parent = ".".join(parts[:end])
+        if world.provider.capabilities.known(parent) and not _declared(world, parent):
+            names.add(parent)
+    return names
+
+
+@then(parsers.parse("the answer matches whether {capability} is declared for the sandbox"))
+def _(world: World, capability: str) -> None:
+    operation = world.values["operation"]
+    error = world.last.error
+    if _declared(world, capability):
+        refused = isinstance(error, ApplicationErrorAnswer) and error.kind == "unsupported"
+        expect(not refused, f"{capability} is declared, but '{operation}' was refused as unsupported: {error}")
+        return
+    expect(error is not None,
+           f"{capability} is not declared, but '{operation}' succeeded with {world.last.answer!r}")
+    expect(isinstance(error, ApplicationErrorAnswer) and error.kind == "unsupported",
+           f"{capability} is not declared, so '{operation}' must fail with kind unsupported; it answered: {error}")
+    assert isinstance(error, ApplicationErrorAnswer)
+    if world.provider.reports_unsupported_capability:
+        named = error.detail.get("capability")
+        acceptable = _acceptable_names(world, capability)
+        expect(named in acceptable,
+               f"the unsupported answer to '{operation}' names capability {named!r}; expected "
+               f"{' or '.join(sorted(acceptable))}")

@@ -1,0 +1,33 @@
+"""The ``world`` fixture and the Given steps every feature shares."""
+
+from __future__ import annotations
+
+import pytest
+from pytest_bdd import given
+
+from ._world import World
+
+
+@pytest.fixture
+def world(conformance_provider, conformance_fresh_provider, conformance_faker) -> World:
+    return World(conformance_provider, conformance_fresh_provider, conformance_faker)
+
+
+@given("a provider")
+def _(world: World) -> None:
+    """The shared provider connection (already started and initialized)."""
+
+
+@given("a sandbox")
+def _(world: World) -> None:
+    world.create_sandbox()
+
+
+@given("a freshly started provider")
+def _(world: World) -> None:
+    world.fresh = world.start_fresh(handshake=False)
+
+
+@given("a freshly started provider that has been initialized")
+def _(world: World) -> None:
+    world.fresh = world.start_fresh(handshake=True)

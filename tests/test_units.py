@@ -1,0 +1,66 @@
+"""Small units: output sanitization, tag expressions, redaction, example-row keys."""
+
+from __future__ import annotations
+
+import pytest
+
+from conformance.reference.sanitize import Sanitizer, sanitize
+from conformance.scenario_tags import ScenarioTags, TagExpression, example_key
+from conformance.transcript import Redactor
+
+COLOURED = b"\x1b[31mred\x1b[0m\x07\x01\n"
+
+
+@pytest.mark.parametrize(("mode", "expected"), [
+    ("raw", COLOURED),
+    ("strip_ansi", b"red\x07\x01\n"),
+    ("strip_all", b"red\n"),
+])
+def test_sanitization_modes(mode: str, expected: bytes) -> None:
+    assert sanitize(COLOURED, mode) == expected
+
+
+def test_sanitization_is_the_same_whatever_the_chunking() -> None:
+    data = b"a\x1b]0;title\x07b\x1bP1;2q\x1b\\c\xc2\x9b1mdone\t\r\n\x1b[38;5;2mx"
+    whole = sanitize(data, "strip_all")
+    for size in (1, 2, 3, 7):
+        sanitizer = Sanitizer("strip_all")
+        pieces = b"".join(sanitizer.feed(data[i:i + size]) for i in range(0, len(data), size)) + sanitizer.finish()
+        assert pieces == whole
+    assert whole == b"abcdone\t\r\nx"
+
+
+def test_utf8_text_survives_sanitization() -> None:
+    text = "héllo ✓ — ok".encode()
+    assert sanitize(text, "strip_all") == text
+
+
+@pytest.mark.parametrize(("expression", "expected"), [
+    ("must", True),
+    ("should", False),
+    ("must and req:SDP1-059", True),
+    ("must and not cap:exec.stdin", True),
+    ("should or (req:SDP1-0* and not dialect:fabro-sketch)", True),
+    ("not (must or should)", False),
+])
+def test_tag_expressions(expression: str, expected: bool) -> None:
+    tags = ScenarioTags.parse({"id:delete-unknown", "req:SDP1-059", "must"}).tag_set()
+    assert TagExpression(expression).matches(tags) is expected
+
+
+@pytest.mark.parametrize("bad", ["", "must and", "(must", "must)", "and must"])
+def test_malformed_tag_expressions_are_refused(bad: str) -> None:
+    with pytest.raises(ValueError):
+        TagExpression(bad)
+
+
+def test_redaction_removes_known_secrets_and_secret_looking_keys() -> None:
+    redactor = Redactor()
+    redactor.add_environment({"FORKD_TOKEN": "tok-123456", "PLAIN": "visible"})
+    assert redactor.text("Bearer tok-123456 and visible") == "Bearer [REDACTED] and visible"
+    assert redactor.value({"api_key": "abc", "nested": ["tok-123456"]}) == {"api_key": "[REDACTED]", "nested": ["[REDACTED]"]}
+
+
+def test_example_keys_are_slugs_of_the_first_cell() -> None:
+    assert example_key({"operation": "refresh activity", "capability": "x"}) == "refresh-activity"
+    assert example_key({"code": "42"}) == "42"
