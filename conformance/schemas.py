@@ -8,7 +8,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from jsonschema import Draft202012Validator, FormatChecker
+from jsonschema import Draft202012Validator, FormatChecker, validators
 from jsonschema.exceptions import ValidationError, best_match
 from referencing import Registry, Resource
 from referencing.exceptions import Unresolvable
@@ -45,9 +45,21 @@ def registry() -> Registry:
     return Registry().with_resources(resources)
 
 
+def _is_strict_integer(checker: object, instance: object) -> bool:
+    return isinstance(instance, int) and not isinstance(instance, bool)
+
+
+# JSON Schema counts 1000.0 as an integer; the protocol's integer fields (ids, *_ms, exit codes) must be
+# written without a fraction, as its reference implementation reads them.
+StrictValidator = validators.extend(
+    Draft202012Validator,
+    type_checker=Draft202012Validator.TYPE_CHECKER.redefine("integer", _is_strict_integer),
+)
+
+
 @cache
 def _validator(ref: str) -> Draft202012Validator:
-    return Draft202012Validator({"$ref": ref}, registry=registry(), format_checker=FormatChecker())
+    return StrictValidator({"$ref": ref}, registry=registry(), format_checker=FormatChecker())
 
 
 def exists(ref: str) -> bool:

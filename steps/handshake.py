@@ -54,7 +54,7 @@ def _(world: World) -> None:
 def _(world: World) -> None:
     kind = _fresh(world).identity.kind
     expect(len(kind.encode("utf-8")) <= 64, f"provider kind {kind!r} is longer than 64 bytes")
-    expect(bool(KIND_RULE.match(kind)), f"provider kind {kind!r} is not lowercase letters, digits and inner hyphens")
+    expect(KIND_RULE.fullmatch(kind) is not None, f"provider kind {kind!r} is not lowercase letters, digits and inner hyphens")
 
 
 @then("the answer carries a capability declaration")

@@ -40,14 +40,15 @@ def all_scenarios() -> tuple[CatalogueEntry, ...]:
     features_dir = bundle.features_dir()
     entries: list[CatalogueEntry] = []
     for path in sorted(features_dir.rglob("*.feature")):
-        feature = FeatureParser(str(features_dir), os.path.relpath(path, features_dir)).parse()
+        relative = os.path.relpath(path, features_dir)
+        feature = FeatureParser(str(features_dir), relative).parse()
         for template in feature.scenarios.values():
             tags = ScenarioTags.parse(template.tags | feature.tags)
             base = tags.scenario_id or template.name
             rows = [example_key(context) for examples in template.examples for context in examples.as_contexts()]
             ids = [f"{base}[{row}]" for row in rows] or [base]
             entries.extend(
-                CatalogueEntry(sid, base, template.name, feature.rel_filename, template.line_number, tags)
+                CatalogueEntry(sid, base, template.name, relative, template.line_number, tags)
                 for sid in ids
             )
     return tuple(entries)

@@ -1,0 +1,264 @@
+"""The JSON Schemas accept what the protocol allows and reject what it forbids, proven by examples.
+
+Examples live in ``tests/schema_examples/<schema folder>.yaml``: a mapping from a schema ref written
+relative to that folder (``methods/sandbox.create.json#/$defs/params``, ``results.json`` for a root
+schema) to ``{valid: [...], invalid: [...]}`` instances. Besides plain YAML, ``!repeat [text, count]``
+builds long strings, so the id and kind length limits can be probed at their exact edges.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+from urllib.parse import urljoin
+
+import pytest
+import yaml
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+
+from conformance import bundle, schemas
+
+EXAMPLES_DIR = Path(__file__).resolve().parent / "schema_examples"
+DIALECT = "sandbox-driver-v1"
+DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
+ENVELOPE_FORMS = ("Request", "Success", "Failure", "Notification", "FromPlugin")
+# The shared shapes every message leans on; each needs its own examples, not just coverage through a method.
+IMPORTANT_COMMON_DEFS = (
+    "Base64", "Duration", "Timestamp", "ResourceId", "ProviderKind", "Capabilities", "SandboxStatus",
+    "HandleInfo", "SandboxSpec", "ExecSpec", "ExecResult", "ExecStreamResult", "ErrorObject", "ErrorData",
+    "NetworkPolicy", "LifecycleTimers", "FileMetadata", "ProviderHealth",
+)
+EXPECTATIONS = ("valid", "invalid")
+
+
+# -- loading the examples ------------------------------------------------------------------------
+
+
+class _ExampleLoader(yaml.SafeLoader):
+    """Safe YAML plus ``!repeat``; a subclass so the tag never leaks into other loaders."""
+
+
+def _repeat(loader: yaml.SafeLoader, node: yaml.SequenceNode) -> str:
+    text, count = loader.construct_sequence(node)
+    if not isinstance(text, str) or not isinstance(count, int):
+        raise yaml.constructor.ConstructorError(None, None, "!repeat takes [text, count]", node.start_mark)
+    return text * count
+
+
+_ExampleLoader.add_constructor("!repeat", _repeat)
+
+
+@dataclass(frozen=True)
+class Example:
+    """One instance and the verdict its schema must give."""
+
+    folder: str
+    ref: str  # relative to the folder
+    expected: str  # "valid" or "invalid"
+    index: int
+    instance: Any
+
+    @property
+    def absolute_ref(self) -> str:
+        return f"{schemas.SCHEMA_BASE}{self.folder}/{self.ref}"
+
+    @property
+    def test_id(self) -> str:
+        return f"{self.folder}/{self.ref} {self.expected}[{self.index}]"
+
+
+@cache
+def example_files() -> dict[str, dict[str, Any]]:
+    """Every examples file, by the schema folder it describes (its stem)."""
+    return {
+        path.stem: yaml.load(path.read_text(encoding="utf-8"), Loader=_ExampleLoader)  # a SafeLoader subclass
+        for path in sorted(EXAMPLES_DIR.glob("*.yaml"))
+    }
+
+
+def all_examples() -> list[Example]:
+    """Every example of every file, flattened so each gets its own test id."""
+    found = []
+    for folder, entries in example_files().items():
+        for ref, verdicts in (entries or {}).items():
+            if not isinstance(verdicts, dict):
+                continue  # reported by test_every_entry_has_both_verdicts_and_plain_json
+            for expected in EXPECTATIONS:
+                for index, instance in enumerate(verdicts.get(expected) or []):
+                    found.append(Example(folder, ref, expected, index, instance))
+    return found
+
+
+EXAMPLES = all_examples()
+
+
+def _show(instance: Any) -> str:
+    """The instance as JSON, so a failure shows exactly what the schema saw."""
+    return json.dumps(instance, ensure_ascii=False, indent=2, default=repr)
+
+
+def _non_json(value: Any, where: str = "") -> Iterator[str]:
+    """Where YAML typed a value JSON cannot carry (a date, a set, a non-string key, NaN)."""
+    if value is None or isinstance(value, (bool, int, str)):
+        return
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            yield f"{where or '/'}: {value!r} is not a JSON number"
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            yield from _non_json(item, f"{where}/{i}")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                yield f"{where or '/'}: key {key!r} is a {type(key).__name__}, not a string"
+            yield from _non_json(item, f"{where}/{key}")
+    else:
+        yield f"{where or '/'}: {value!r} is a {type(value).__name__} (quote it in the YAML)"
+
+
+# -- the examples hold ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("example", [e for e in EXAMPLES if e.expected == "valid"], ids=lambda e: e.test_id)
+def test_valid_example_is_accepted(example: Example) -> None:
+    problems = schemas.problems(example.absolute_ref, example.instance)
+    assert not problems, (
+        f"{example.ref} rejected an example the protocol allows:\n{_show(example.instance)}\nproblems:\n"
+        + "\n".join(f"  {p}" for p in problems)
+    )
+
+
+@pytest.mark.parametrize("example", [e for e in EXAMPLES if e.expected == "invalid"], ids=lambda e: e.test_id)
+def test_invalid_example_is_rejected(example: Example) -> None:
+    problems = schemas.problems(example.absolute_ref, example.instance)
+    assert problems, f"{example.ref} accepted an example the protocol forbids:\n{_show(example.instance)}"
+
+
+# -- the examples files are well formed and cover every schema -----------------------------------
+
+
+def test_every_example_file_names_a_schema_folder() -> None:
+    files = example_files()
+    assert {DIALECT, "report"} <= set(files), f"examples files found: {sorted(files)}"
+    for folder in files:
+        assert (bundle.schemas_dir() / folder).is_dir(), f"{folder}.yaml describes no folder under schemas/"
+
+
+@pytest.mark.parametrize("folder", sorted(example_files()))
+def test_every_entry_has_both_verdicts_and_plain_json(folder: str) -> None:
+    """An entry without an invalid example proves nothing about strictness, and vice versa."""
+    bad = []
+    for ref, verdicts in example_files()[folder].items():
+        if not isinstance(verdicts, dict) or set(verdicts) != set(EXPECTATIONS):
+            bad.append(f"{ref}: needs exactly the keys {EXPECTATIONS}, has {sorted(verdicts or {})}")
+            continue
+        for expected in EXPECTATIONS:
+            if not isinstance(verdicts[expected], list) or not verdicts[expected]:
+                bad.append(f"{ref}: {expected} must be a non-empty list")
+                continue
+            for index, instance in enumerate(verdicts[expected]):
+                bad += [f"{ref} {expected}[{index}] at {where}" for where in _non_json(instance)]
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("folder", sorted(example_files()))
+def test_every_ref_names_an_existing_schema(folder: str) -> None:
+    base = f"{schemas.SCHEMA_BASE}{folder}/"
+    missing = [ref for ref in example_files()[folder] if not schemas.exists(base + ref)]
+    assert not missing, f"refs in {folder}.yaml that name no schema: {missing}"
+
+
+def _dialect_refs() -> set[str]:
+    return set(example_files()[DIALECT])
+
+
+def _relative(path: Path) -> str:
+    return path.relative_to(bundle.schemas_dir() / DIALECT).as_posix()
+
+
+def test_every_method_has_params_and_result_examples() -> None:
+    methods = [p for p in schemas.files(DIALECT) if p.parent.name == "methods"]
+    assert methods, "no method schemas found"
+    missing = [
+        f"{_relative(path)}#/$defs/{part}"
+        for path in methods
+        for part in ("params", "result")
+        if f"{_relative(path)}#/$defs/{part}" not in _dialect_refs()
+    ]
+    assert not missing, f"method schemas without examples: {missing}"
+
+
+def test_every_notification_has_params_examples() -> None:
+    notifications = [p for p in schemas.files(DIALECT) if p.parent.name == "notifications"]
+    assert notifications, "no notification schemas found"
+    wanted = [f"{_relative(path)}#/$defs/params" for path in notifications]
+    missing = [ref for ref in wanted if ref not in _dialect_refs()]
+    assert not missing, f"notification schemas without examples: {missing}"
+
+
+def test_every_envelope_form_and_important_common_def_has_examples() -> None:
+    wanted = [f"envelope.json#/$defs/{form}" for form in ENVELOPE_FORMS]
+    wanted += [f"common.json#/$defs/{name}" for name in IMPORTANT_COMMON_DEFS]
+    missing = [ref for ref in wanted if ref not in _dialect_refs()]
+    assert not missing, f"shapes without examples: {missing}"
+
+
+def test_the_report_root_has_examples() -> None:
+    assert "results.json" in example_files()["report"]
+
+
+# -- the schema files themselves -----------------------------------------------------------------
+
+
+SCHEMA_FILES = sorted(bundle.schemas_dir().rglob("*.json"))
+
+
+def _schema_id(path: Path) -> str:
+    return path.relative_to(bundle.schemas_dir()).as_posix()
+
+
+def _load(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def test_schema_files_are_found() -> None:
+    assert SCHEMA_FILES, f"no schemas under {bundle.schemas_dir()}"
+    assert set(schemas.files(DIALECT)) <= set(SCHEMA_FILES)
+
+
+@pytest.mark.parametrize("path", SCHEMA_FILES, ids=_schema_id)
+def test_schema_file_is_a_draft_2020_12_schema_at_its_own_id(path: Path) -> None:
+    """The registry resolves refs by ``$id``: an ``$id`` that drifts from its path breaks every ref to it."""
+    schema = _load(path)
+    assert schema.get("$schema") == DRAFT_2020_12, f"$schema is {schema.get('$schema')!r}"
+    assert schema.get("$id") == schemas.SCHEMA_BASE + _schema_id(path), f"$id is {schema.get('$id')!r}"
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as exc:
+        where = "/".join(map(str, exc.absolute_path)) or "/"
+        pytest.fail(f"not a valid draft 2020-12 schema at {where}: {exc.message}")
+
+
+def _refs(node: Any) -> Iterator[str]:
+    if isinstance(node, dict):
+        if isinstance(node.get("$ref"), str):
+            yield node["$ref"]
+        for value in node.values():
+            yield from _refs(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _refs(value)
+
+
+@pytest.mark.parametrize("path", SCHEMA_FILES, ids=_schema_id)
+def test_every_ref_in_a_schema_resolves(path: Path) -> None:
+    """A dangling ``$ref`` only fails when an instance reaches it; find it before a provider does."""
+    schema = _load(path)
+    dangling = [ref for ref in _refs(schema) if not schemas.exists(urljoin(schema["$id"], ref))]
+    assert not dangling, f"unresolvable $ref in {_schema_id(path)}: {dangling}"
