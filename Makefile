@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 WORKERS ?= 2
 
-.PHONY: setup run test wheel clean
+.PHONY: setup run test wheel bench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,3 +27,6 @@ wheel: setup
 
 clean:
 	rm -rf $(VENV) dist build reports/*.json reports/*.xml
+
+bench: setup
+	$(BIN)/python benchmarks/suite_wall_time.py

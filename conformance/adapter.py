@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from conformance.errors import ApplicationErrorAnswer, ProviderCallError
+from conformance.errors import NotExpressible, ProviderCallError
 from conformance.transcript import Transcript
 
 
@@ -52,6 +52,41 @@ class ProviderIdentity:
 
 
 @dataclass
+class ReceivedEvent:
+    """A control-plane event as it arrived: its place in the inbound order, and the event itself."""
+
+    sequence: int  # position among every message received on the connection
+    at: float
+    route_id: Any
+    event: dict[str, Any]
+
+    @property
+    def type(self) -> str | None:
+        return self.event.get("type")
+
+    @property
+    def action(self) -> str | None:
+        return self.event.get("action")
+
+
+@dataclass
+class EventRoute:
+    """Asks an operation to emit events, and collects what arrives for it.
+
+    ``answers`` records, per operation, the inbound position of its response, so scenarios can tell
+    whether an event arrived before or after the answer.
+    """
+
+    route_id: str
+    correlation_id: str | None = None
+    received: list[ReceivedEvent] = field(default_factory=list)
+    answers: list[tuple[str, int]] = field(default_factory=list)
+
+    def of_action(self, action: str) -> list[ReceivedEvent]:
+        return [e for e in self.received if e.action == action]
+
+
+@dataclass
 class SandboxRequest:
     """What a scenario asks of a new sandbox, merged by the dialect into its own creation spec."""
 
@@ -61,6 +96,7 @@ class SandboxRequest:
     memory_mb: int | None = None
     cpu_cores: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # dialect-level fields a scenario sets on purpose
+    events: EventRoute | None = None
 
 
 @dataclass(frozen=True)
@@ -128,6 +164,72 @@ class ExecOutcome:
         return "ran: " + ", ".join(parts)
 
 
+@dataclass(frozen=True)
+class OutputChunk:
+    """One piece of streamed output, with its arrival time and place in the inbound order."""
+
+    at: float
+    sequence: int
+    stream: str
+    data: bytes
+
+
+@dataclass(frozen=True)
+class CaptureStats:
+    observed_bytes: int
+    retained_bytes: int
+    omitted_bytes: int
+    truncated: bool
+
+
+@dataclass
+class StreamOutcome:
+    """A streaming exec: the final outcome, every chunk as it arrived, and the provider's claims."""
+
+    result: ExecOutcome
+    chunks: list[OutputChunk]
+    started_at: float
+    answered_at: float | None
+    answer_sequence: int | None
+    live_streaming: bool | None = None
+    streams_separated: bool | None = None
+    stdout_capture: CaptureStats | None = None
+    stderr_capture: CaptureStats | None = None
+    late_chunks: int = 0  # chunks that arrived after the response
+
+    def streamed(self, stream: str | None = None) -> bytes:
+        return b"".join(c.data for c in self.chunks if stream is None or c.stream == stream)
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    kind: str
+    size: int | None
+    mode: int | None
+    raw: Any = None
+
+
+@dataclass(frozen=True)
+class DirEntryInfo:
+    path: str
+    kind: str
+    size: int | None
+
+
+@dataclass(frozen=True)
+class HealthInfo:
+    status: str
+    message: str | None
+    raw: Any = None
+
+
+@dataclass(frozen=True)
+class ProcessExit:
+    termination: str | None
+    exit_code: int | None
+    stderr_tail: str
+
+
 def _preview(data: bytes, limit: int = 120) -> str:
     text = repr(data[:limit])
     return text + (f"… ({len(data)} bytes)" if len(data) > limit else "")
@@ -165,6 +267,33 @@ class OperationInfo:
     needs_sandbox: bool = True
 
 
+class RunningExec(Protocol):
+    """A streaming exec that has been started and not yet awaited."""
+
+    exec_id: str
+
+    def wait(self, timeout_s: float | None = None) -> StreamOutcome: ...
+
+    def chunks_so_far(self) -> list[OutputChunk]: ...
+
+    def done(self) -> bool: ...
+
+
+class RunningFollow(Protocol):
+    """A log follow that has been started; it answers once the stream ends."""
+
+    stream_id: str
+
+    def wait(self, timeout_s: float | None = None) -> Any: ...
+
+    def chunks_so_far(self) -> list[OutputChunk]: ...
+
+    def done(self) -> bool: ...
+
+    @property
+    def answer_sequence(self) -> int | None: ...
+
+
 class SandboxLedger:
     """Every sandbox the adapter created and whether it was deleted: the source of leak accounting."""
 
@@ -180,6 +309,12 @@ class SandboxLedger:
     def record_deleted(self, sandbox_id: str) -> None:
         with self._lock:
             self.deleted.add(sandbox_id)
+
+    def record_restored(self, sandbox_id: str, owner: str) -> None:
+        """An undeleted sandbox exists again and needs deleting again."""
+        with self._lock:
+            self.deleted.discard(sandbox_id)
+            self.created[sandbox_id] = owner
 
     def owned(self, owner: str) -> list[str]:
         with self._lock:
@@ -246,17 +381,119 @@ class ProviderAdapter(ABC):
     def list(self, labels: Mapping[str, str] | None = None) -> list[SandboxStatus]: ...
 
     @abstractmethod
-    def delete(self, sandbox_id: str) -> None: ...
+    def delete(self, sandbox_id: str, events: EventRoute | None = None) -> None: ...
 
     @abstractmethod
     def exec(self, sandbox_id: str, request: ExecRequest) -> ExecOutcome: ...
 
-    def invoke(self, operation: str, sandbox_id: str | None) -> Any:
-        """Invoke an optional operation with neutral arguments; raises ``ProviderCallError`` on an error answer."""
-        raise ApplicationErrorAnswer(
-            method=operation, code=None, message=f"{operation} cannot be expressed in dialect {self.dialect}",
-            kind="not_expressible",
-        )
+    def invoke(self, operation: str, sandbox_id: str | None, events: EventRoute | None = None,
+               **arguments: Any) -> Any:
+        """Invoke an optional operation by its neutral name (see ``operations``); ``arguments`` override
+        the defaults the dialect sends; ``events`` asks for control-plane events where the operation
+        can carry them. Raises ``ProviderCallError`` on an error answer."""
+        raise NotExpressible(self.dialect, operation)
+
+    def watch_events(self) -> list[ReceivedEvent]:
+        """Every control-plane event from now on, whatever its route; the list fills as they arrive."""
+        raise NotExpressible(self.dialect, "control-plane events")
+
+    # -- everything below is optional per dialect: the default says the dialect cannot express it ---
+
+    def attach(self, sandbox_id: str, events: EventRoute | None = None) -> SandboxHandle:
+        raise NotExpressible(self.dialect, "attach to a sandbox")
+
+    def start(self, sandbox_id: str) -> None:
+        raise NotExpressible(self.dialect, "start a sandbox")
+
+    def stop(self, sandbox_id: str) -> None:
+        raise NotExpressible(self.dialect, "stop a sandbox")
+
+    def platform_info(self, sandbox_id: str) -> dict[str, Any]:
+        raise NotExpressible(self.dialect, "platform info")
+
+    def health(self) -> HealthInfo:
+        raise NotExpressible(self.dialect, "provider health")
+
+    def shutdown(self) -> Any:
+        raise NotExpressible(self.dialect, "shutdown")
+
+    def start_exec_stream(self, sandbox_id: str, request: ExecRequest, retained_limit: int | None = None,
+                          exec_id: str | None = None) -> RunningExec:
+        raise NotExpressible(self.dialect, "streaming exec")
+
+    def exec_stream(self, sandbox_id: str, request: ExecRequest, retained_limit: int | None = None) -> StreamOutcome:
+        return self.start_exec_stream(sandbox_id, request, retained_limit).wait()
+
+    def cancel_exec(self, exec_id: str) -> None:
+        raise NotExpressible(self.dialect, "cancel an exec")
+
+    # filesystem
+    def read_file(self, sandbox_id: str, path: str, offset: int | None = None, length: int | None = None) -> bytes:
+        raise NotExpressible(self.dialect, "read a file")
+
+    def write_file(self, sandbox_id: str, path: str, data: bytes, append: bool | None = None) -> None:
+        raise NotExpressible(self.dialect, "write a file")
+
+    def path_exists(self, sandbox_id: str, path: str) -> bool:
+        raise NotExpressible(self.dialect, "test whether a path exists")
+
+    def metadata(self, sandbox_id: str, path: str) -> FileInfo:
+        raise NotExpressible(self.dialect, "read file metadata")
+
+    def list_dir(self, sandbox_id: str, path: str, depth: int) -> list[DirEntryInfo]:
+        raise NotExpressible(self.dialect, "list a directory")
+
+    def create_dir(self, sandbox_id: str, path: str) -> None:
+        raise NotExpressible(self.dialect, "create a directory")
+
+    def rename(self, sandbox_id: str, source: str, target: str) -> None:
+        raise NotExpressible(self.dialect, "rename a path")
+
+    def delete_path(self, sandbox_id: str, path: str, recursive: bool) -> None:
+        raise NotExpressible(self.dialect, "delete a path")
+
+    # interactive processes, terminals and logs
+    def stdio_open(self, sandbox_id: str, command: str, env: Mapping[str, str] | None = None,
+                   working_dir: str | None = None, process_id: str | None = None) -> str:
+        raise NotExpressible(self.dialect, "open a stdio process")
+
+    def stdio_write(self, process_id: str, data: bytes) -> None:
+        raise NotExpressible(self.dialect, "write to a stdio process")
+
+    def stdio_close_input(self, process_id: str) -> None:
+        raise NotExpressible(self.dialect, "close a stdio process's input")
+
+    def stdio_read(self, process_id: str, timeout_s: float = 10.0) -> bytes | None:
+        """The next chunk of the process's stdout; ``None`` at end of output."""
+        raise NotExpressible(self.dialect, "read a stdio process's output")
+
+    def stdio_terminate(self, process_id: str) -> None:
+        raise NotExpressible(self.dialect, "terminate a stdio process")
+
+    def stdio_wait(self, process_id: str, timeout_s: float = 30.0) -> ProcessExit:
+        raise NotExpressible(self.dialect, "wait for a stdio process")
+
+    def pty_open(self, sandbox_id: str, rows: int = 24, cols: int = 80, env: Mapping[str, str] | None = None,
+                 working_dir: str | None = None, pty_id: str | None = None) -> str:
+        raise NotExpressible(self.dialect, "open a terminal")
+
+    def pty_write(self, pty_id: str, data: bytes) -> None:
+        raise NotExpressible(self.dialect, "write to a terminal")
+
+    def pty_read(self, pty_id: str, timeout_s: float = 10.0) -> bytes | None:
+        raise NotExpressible(self.dialect, "read a terminal")
+
+    def pty_resize(self, pty_id: str, rows: int, cols: int) -> None:
+        raise NotExpressible(self.dialect, "resize a terminal")
+
+    def pty_close(self, pty_id: str) -> None:
+        raise NotExpressible(self.dialect, "close a terminal")
+
+    def start_log_follow(self, sandbox_id: str, source: str, stream_id: str | None = None) -> RunningFollow:
+        raise NotExpressible(self.dialect, "follow logs")
+
+    def cancel_stream(self, stream_id: str) -> None:
+        raise NotExpressible(self.dialect, "cancel a stream")
 
     @property
     def raw(self) -> RawChannel | None:
@@ -279,6 +516,10 @@ class ProviderAdapter(ABC):
     @property
     def alive(self) -> bool:
         return True
+
+    def release(self, owner: str) -> None:
+        """Let go of what ``owner`` (a scenario) held once its sandboxes are deleted (e.g. the plugin
+        processes of a dialect that runs one sandbox per process)."""
 
     @contextmanager
     def recording(self, transcript: Transcript) -> Iterator[Transcript]:

@@ -53,6 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     select.add_argument("--tags", metavar="EXPR", help="tag expression, e.g. 'must and not cap:exec.stdin'")
     select.add_argument("--scenario", action="append", default=[], metavar="ID",
                         help="run only this scenario id (repeatable)")
+    select.add_argument("--feature", action="append", default=[], metavar="FILE",
+                        help="run only the scenarios of this feature file, e.g. exec.feature (repeatable)")
     output = run.add_argument_group("output")
     output.add_argument("--report-dir", default="reports", metavar="DIR", help="where results go (default: ./reports)")
     output.add_argument("-v", "--verbose", action="store_true", help="one line per scenario")
@@ -62,6 +64,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     listing = commands.add_parser("list", help="list the scenarios the suite defines")
     listing.add_argument("--json", action="store_true", help="machine-readable output")
+    listing.add_argument("--requirements", action="store_true",
+                         help="list the protocol's requirements and the scenarios covering each instead")
+
+    commands.add_parser("lint", help="check the features' tags and the requirement registry agree")
     return parser
 
 
@@ -141,6 +147,8 @@ def pytest_arguments(args: argparse.Namespace, config: ProviderConfig) -> list[s
         argv += ["--sc-tags", args.tags]
     for scenario_id in args.scenario:
         argv += ["--sc-scenario", scenario_id]
+    for feature in args.feature:
+        argv += ["--sc-feature", feature]
     if args.seed is not None:
         argv += ["--sc-seed", str(args.seed)]
     if args.workers:
@@ -178,7 +186,7 @@ def _exit_code(pytest_code: int, report_dir: Path) -> int:
     if pytest_code == pytest.ExitCode.OK:
         return EXIT_OK
     if pytest_code == pytest.ExitCode.NO_TESTS_COLLECTED:
-        raise UsageError("no scenario matched the selection (--scenario, --tags, -k)")
+        raise UsageError("no scenario matched the selection (--scenario, --feature, --tags, -k)")
     if pytest_code == pytest.ExitCode.USAGE_ERROR:
         return EXIT_USAGE
     if pytest_code == pytest.ExitCode.INTERRUPTED:
@@ -196,6 +204,8 @@ def _exit_code(pytest_code: int, report_dir: Path) -> int:
 def command_list(args: argparse.Namespace) -> int:
     from conformance.reporting.catalogue import all_scenarios
 
+    if args.requirements:
+        return _list_requirements(args)
     entries = all_scenarios()
     if args.json:
         print(json.dumps([{"id": e.id, "name": e.name, "feature": e.feature, "level": e.tags.level,
@@ -203,6 +213,7 @@ def command_list(args: argparse.Namespace) -> int:
                            "dialects": list(e.tags.dialects)} for e in entries], indent=2))
         return EXIT_OK
     from rich.console import Console
+    from rich.markup import escape
     from rich.table import Table
 
     table = Table(title=f"{len(entries)} scenarios")
@@ -210,8 +221,78 @@ def command_list(args: argparse.Namespace) -> int:
         table.add_column(column)
     for entry in entries:
         gates = [f"cap:{c}" for c in entry.tags.capabilities] + [f"dialect:{d}" for d in entry.tags.dialects]
-        table.add_row(entry.id, entry.tags.level or "", " ".join(entry.tags.requirements), " ".join(gates), entry.feature)
+        table.add_row(escape(entry.id), entry.tags.level or "", " ".join(entry.tags.requirements), " ".join(gates), entry.feature)
     Console(width=max(120, os.get_terminal_size(0).columns if sys.stdout.isatty() else 160)).print(table)
+    return EXIT_OK
+
+
+def _list_requirements(args: argparse.Namespace) -> int:
+    """Each requirement with the scenarios that verify it, or why none can; then the counts."""
+    from collections import Counter
+
+    from conformance import requirements as registry
+    from conformance.reporting.catalogue import all_scenarios
+
+    requirements = registry.load()
+    covering = registry.coverage(requirements, all_scenarios())
+    states = {rid: registry.status(requirements[rid], sids) for rid, sids in covering.items()}
+    counts = Counter(states.values())
+    summary = {state: counts[state] for state in ("covered", "excluded", "uncovered")}
+    if args.json:
+        print(json.dumps({
+            "requirements": [{"id": r.id, "level": r.level, "section": r.section, "testability": r.testability,
+                              "text": r.text, "status": states[r.id], "scenarios": covering[r.id],
+                              "excluded": r.excluded, "note": r.note} for r in requirements.values()],
+            "summary": summary,
+        }, indent=2))
+        return EXIT_OK
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title=f"{len(requirements)} requirements")
+    for column in ("id", "level", "testability", "covered by"):
+        table.add_column(column)
+    for r in requirements.values():
+        if r.excluded:
+            cell = escape(f"excluded: {r.excluded}")
+        else:  # scenario ids of outline rows carry brackets, which rich would read as markup
+            cell = escape(" ".join(covering[r.id])) if covering[r.id] else "[red]uncovered[/red]"
+        table.add_row(r.id, r.level, r.testability, cell)
+    console = Console(width=max(120, os.get_terminal_size(0).columns if sys.stdout.isatty() else 160))
+    console.print(table)
+    console.print(f"BB/BB+F covered: {summary['covered']} · excluded: {summary['excluded']} · "
+                  f"uncovered: {summary['uncovered']}", highlight=False)
+    return EXIT_OK
+
+
+# -- lint ----------------------------------------------------------------------------------------
+
+
+def command_lint(args: argparse.Namespace) -> int:
+    """Every problem in the features' tags and the requirement registry, one per line; exit 1 if any."""
+    from collections import Counter
+
+    from conformance import requirements as registry
+    from conformance.reporting.catalogue import all_scenarios
+
+    entries = all_scenarios()
+    requirements = registry.load()
+    found: list[str] = []
+    seen: set[tuple[str, int]] = set()
+    for entry in entries:
+        if (entry.feature, entry.line) not in seen:  # outline rows share their template's tags
+            seen.add((entry.feature, entry.line))
+            found += [f"{entry.feature}:{entry.line} {entry.name!r}: {p}" for p in entry.tags.problems()]
+    found += [f"duplicate scenario id {sid} ({count} scenarios)"
+              for sid, count in Counter(e.id for e in entries).items() if count > 1]
+    found += registry.problems(requirements, entries)
+    for line in found:
+        print(line)
+    if found:
+        return EXIT_FAILED
+    covered = sum(1 for sids in registry.coverage(requirements, entries).values() if sids)
+    print(f"lint OK: {len(entries)} scenarios, {len(requirements)} requirements ({covered} covered by scenarios)")
     return EXIT_OK
 
 
@@ -220,6 +301,8 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         if args.command == "run":
             return command_run(args)
+        if args.command == "lint":
+            return command_lint(args)
         return command_list(args)
     except ConformanceError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)

@@ -7,6 +7,7 @@ the scenario's outcome and the command's exit code::
     ├── UsageError                 bad command line, config, profile, path or URL   → exit 2, one line
     ├── HarnessError               the suite or its environment broke               → outcome "error"
     │   └── ProviderStartError     the provider could not be started or handshaken  → exit 2 / "error"
+    ├── NotExpressible             the dialect has no way to ask for this          → outcome "skipped"
     ├── ProviderViolation          the provider broke a rule                        → outcome "failed"
     │   ├── WireViolation          a line that is not a JSON-RPC message, a batch, a bad envelope
     │   ├── SchemaViolation        a message that does not match the dialect's JSON Schema
@@ -41,6 +42,15 @@ class HarnessError(ConformanceError):
 
 class ProviderStartError(HarnessError):
     """The provider could not be started, or did not complete the handshake."""
+
+
+class NotExpressible(ConformanceError):
+    """The provider's dialect has no way to express what a scenario asks; the scenario does not apply."""
+
+    def __init__(self, dialect: str, operation: str) -> None:
+        self.dialect = dialect
+        self.operation = operation
+        super().__init__(f"the {dialect} dialect cannot express: {operation}")
 
 
 class ProviderViolation(ConformanceError, AssertionError):

@@ -5,23 +5,26 @@ from __future__ import annotations
 import json
 import shlex
 import sys
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from conformance.adapter import ProviderAdapter
-from conformance.dialects import jsonrpc, sandbox_driver_v1
+from conformance.dialects import fabro_sketch, jsonrpc, sandbox_driver_v1
 from conformance.errors import (
     CallTimeout,
+    ProtocolErrorAnswer,
     ProviderCallError,
     ProviderCrashed,
     ProviderStartError,
     UsageError,
 )
+from conformance.schemas import SchemaProblem
 from conformance.transcript import REDACTOR
 from conformance.transports.process import ProcessTransport, scrubbed_environment
 
-DIALECTS = ("auto", sandbox_driver_v1.NAME)
+DIALECTS = ("auto", sandbox_driver_v1.NAME, fabro_sketch.NAME)
+SANDBOXES_PER_PROCESS = ("auto", "one", "many")
 REFERENCE_PLUGIN_DISPLAY = "sandbox-conformance-host-plugin"
 
 
@@ -41,6 +44,7 @@ class ProviderConfig:
     create_spec: dict[str, Any] | None = None
     run_id: str = "local"
     call_timeout_s: float = 30.0
+    sandboxes_per_process: str = "auto"
 
     @property
     def argv(self) -> list[str]:
@@ -65,12 +69,15 @@ class ProviderConfig:
     def validate(self) -> None:
         if self.dialect not in DIALECTS:
             raise UsageError(f"unknown dialect {self.dialect!r} (choose from {', '.join(DIALECTS)})")
+        if self.sandboxes_per_process not in SANDBOXES_PER_PROCESS:
+            raise UsageError(f"--sandboxes-per-process must be one of {', '.join(SANDBOXES_PER_PROCESS)}")
         self.argv  # noqa: B018 - parses the command line
 
     def to_json(self) -> str:
         return json.dumps({
             "plugin": self.plugin, "dialect": self.dialect, "env": self.env, "pass_env": self.pass_env,
             "create_spec": self.create_spec, "run_id": self.run_id, "call_timeout_s": self.call_timeout_s,
+            "sandboxes_per_process": self.sandboxes_per_process,
         })
 
     @classmethod
@@ -88,38 +95,111 @@ def parse_env_pairs(pairs: Sequence[str]) -> dict[str, str]:
     return env
 
 
+class _UndecidedRules:
+    """Rules while the dialect is not known yet: frames are still checked, shapes are not."""
+
+    def envelope_problems(self, message: Any) -> list[SchemaProblem]:
+        return []
+
+    def params_problems(self, method: str, params: Any) -> list[SchemaProblem]:
+        return []
+
+    def result_problems(self, method: str, result: Any) -> list[SchemaProblem]:
+        return []
+
+    def notification_problems(self, method: str, params: Any) -> list[SchemaProblem]:
+        return []
+
+    def notification_route(self, method: str, params: Any) -> tuple[str, str] | None:
+        return None
+
+    def error_answer(self, method: str, error: dict[str, Any]) -> ProviderCallError:
+        code = error.get("code")
+        return ProtocolErrorAnswer(method=method, code=code if isinstance(code, int) else None,
+                                   message=str(error.get("message", "")), data=error.get("data"))
+
+
+def _rules(dialect: str) -> Any:
+    return fabro_sketch.SketchRules() if dialect == fabro_sketch.NAME else sandbox_driver_v1.V1Rules()
+
+
+def detect_dialect(initialize_result: Any) -> str | None:
+    if sandbox_driver_v1.looks_like(initialize_result):
+        return sandbox_driver_v1.NAME
+    if fabro_sketch.looks_like(initialize_result):
+        return fabro_sketch.NAME
+    return None
+
+
 def open_provider(config: ProviderConfig, channel: str = "provider", strict_handshake: bool = False,
                   handshake: bool = True) -> ProviderAdapter:
     """Start the provider, detect its dialect and complete the handshake.
 
     Raises ``ProviderStartError`` when it cannot be started or does not complete the handshake. With
     ``strict_handshake`` a schema violation in the ``initialize`` answer is raised as well; otherwise it
-    is left for the handshake scenarios to report. Without ``handshake`` the provider is only started.
+    is left for the handshake scenarios to report. Without ``handshake`` the provider is only started
+    (its dialect must then be known: configured, or detected earlier by the session).
     """
     REDACTOR.add_environment(config.env)
     env = scrubbed_environment(config.env, config.pass_env)
-    transport = ProcessTransport(config.argv, env, display=config.display)
-    rules = sandbox_driver_v1.V1Rules()
-    connection = jsonrpc.JsonRpcConnection(transport, rules, channel=channel)
-    connection.start()
-    adapter = sandbox_driver_v1.SandboxDriverV1Adapter(
-        connection, command=config.display, base_spec=config.create_spec,
-        run_labels=config.run_labels, call_timeout_s=config.call_timeout_s,
-    )
-    if not handshake:
-        return adapter
+
+    def connect(label: str, rules: Any) -> jsonrpc.JsonRpcConnection:
+        transport = ProcessTransport(config.argv, env, display=config.display)
+        connection = jsonrpc.JsonRpcConnection(transport, rules, channel=label)
+        connection.start()
+        return connection
+
+    dialect = config.dialect
+    if dialect == "auto" and not handshake:
+        dialect = sandbox_driver_v1.NAME
+    connection = connect(channel, _UndecidedRules() if dialect == "auto" else _rules(dialect))
     try:
-        adapter.handshake(timeout_s=config.call_timeout_s, strict=strict_handshake)
+        if dialect == "auto":
+            # Both dialects answer an initialize that carries the v1 version: the sketch ignores params.
+            result = connection.request("initialize", {"protocol_version": sandbox_driver_v1.PROTOCOL_VERSION},
+                                        config.call_timeout_s, check_result=False).result()
+            dialect = detect_dialect(result) or _undetectable(result)
+            connection.rules = _rules(dialect)
+            adapter = _adapter(dialect, connection, config, connect)
+            adapter.adopt_initialize(result)
+            if strict_handshake and adapter.handshake_problems:
+                problem = adapter.handshake_problems[0]
+                raise ProviderStartError(f"the initialize answer violates the {dialect} schema {problem}")
+        else:
+            adapter = _adapter(dialect, connection, config, connect)
+            if handshake:
+                adapter.handshake(timeout_s=config.call_timeout_s, strict=strict_handshake)
+        if handshake and isinstance(adapter, fabro_sketch.FabroSketchAdapter):
+            adapter.detect_sandboxes_per_process()
     except (CallTimeout, ProviderCrashed, ProviderCallError) as exc:
-        tail = transport.stderr_tail().strip().splitlines()[-1:] or []
+        tail = connection.transport.stderr_tail().strip().splitlines()[-1:]
         connection.close(grace_s=0.5)
         hint = f" (stderr: {tail[0]})" if tail else ""
         raise ProviderStartError(f"provider {config.display!r} did not complete the handshake: {exc}{hint}") from None
-    except Exception:
+    except BaseException:
         connection.close(grace_s=0.5)
         raise
     return adapter
 
 
-def describe_environment(env: Mapping[str, str]) -> dict[str, str]:
-    return {name: REDACTOR.text(value) for name, value in env.items()}
+def _undetectable(result: Any) -> str:
+    shown = json.dumps(result)[:200]
+    raise ProviderStartError(f"cannot tell the dialect from the initialize answer {shown}; pass --dialect")
+
+
+def _adapter(dialect: str, connection: jsonrpc.JsonRpcConnection, config: ProviderConfig,
+             connect: Callable[[str, Any], jsonrpc.JsonRpcConnection]) -> ProviderAdapter:
+    if dialect == fabro_sketch.NAME:
+        return fabro_sketch.FabroSketchAdapter(
+            connection, lambda label: connect(label, fabro_sketch.SketchRules()), command=config.display,
+            base_spec=config.create_spec, call_timeout_s=config.call_timeout_s,
+            sandboxes_per_process=config.sandboxes_per_process)
+    return sandbox_driver_v1.SandboxDriverV1Adapter(
+        connection, command=config.display, base_spec=config.create_spec,
+        run_labels=config.run_labels, call_timeout_s=config.call_timeout_s)
+
+
+def with_dialect(config: ProviderConfig, adapter: ProviderAdapter) -> ProviderConfig:
+    """The configuration with the dialect (and sketch process mode) the first connection settled on."""
+    per_process = getattr(adapter, "sandboxes_per_process", config.sandboxes_per_process)
+    return replace(config, dialect=adapter.dialect, sandboxes_per_process=per_process)

@@ -27,7 +27,8 @@ from faker import Faker
 from conformance import bundle
 from conformance.adapter import ProviderAdapter
 from conformance.dialects.jsonrpc import raise_wire_violations
-from conformance.errors import ConformanceError, UsageError, is_provider_fault
+from conformance.errors import ConformanceError, NotExpressible, UsageError, is_provider_fault
+from conformance import requirements
 from conformance.providers import ProviderConfig, parse_env_pairs
 from conformance.reporting import catalogue as scenario_catalogue
 from conformance.reporting import writer
@@ -53,6 +54,12 @@ class ScenarioInfo:
         return {"id": self.scenario_id, "name": self.name, "feature": self.feature,
                 "level": self.tags.level, "requirements": list(self.tags.requirements),
                 "capabilities": list(self.tags.capabilities), "dialects": list(self.tags.dialects)}
+
+
+def requirement_texts(ids: list[str]) -> dict[str, str]:
+    """What each requirement says, for the people reading a failure."""
+    registry = requirements.load()
+    return {rid: registry[rid].text for rid in ids if rid in registry}
 
 
 @dataclass
@@ -114,6 +121,7 @@ class RunState:
         self.started_at = time.time()
         self.tag_expression = TagExpression(option.sc_tags) if option.sc_tags else None
         self.selected_ids = set(option.sc_scenario or [])
+        self.selected_features = [f.removeprefix("features/") for f in option.sc_feature or []]
         self.seed = (worker_input or {}).get("sc_seed") or option.sc_seed or int.from_bytes(os.urandom(4), "big")
 
     def provider_session(self) -> ProviderSession:
@@ -163,6 +171,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--sc-report-dir", default="reports", help="where results.json and junit.xml go")
     group.addoption("--sc-tags", default=None, help="tag expression selecting scenarios")
     group.addoption("--sc-scenario", action="append", default=[], help="run only this scenario id")
+    group.addoption("--sc-feature", action="append", default=[], help="run only this feature file's scenarios")
     group.addoption("--sc-run-id", default=None, help="label value that marks this run's sandboxes")
     group.addoption("--sc-call-timeout", type=float, default=30.0, help="deadline of one provider call (s)")
     group.addoption("--sc-seed", type=int, default=None, help="seed of generated data (replays a run)")
@@ -297,6 +306,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         if state.selected_ids:
             base = info.scenario_id.split("[", 1)[0]
             wanted = info.scenario_id in state.selected_ids or base in state.selected_ids
+        if wanted and state.selected_features:
+            wanted = any(info.feature == f or info.feature.endswith("/" + f) for f in state.selected_features)
         if wanted and state.tag_expression is not None:
             wanted = state.tag_expression.matches(info.tags.tag_set())
         (selected if wanted else deselected).append(item)
@@ -395,6 +406,8 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     record = item.stash.get(RECORD, None)
     try:
         result = yield
+    except NotExpressible as gap:
+        pytest.skip(str(gap))
     except BaseException:
         if record is not None:
             for violation in record.violations():
@@ -433,6 +446,7 @@ def _payload(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.Test
     payload["message"] = REDACTOR.text(_describe(exception))
     state = _state(item.config)
     payload["reproduce"] = state.reproduce(info.scenario_id)
+    payload["requirement_texts"] = requirement_texts(list(info.tags.requirements))
     if record is not None:
         payload["step"] = record.failed_step
         payload["transcript"] = record.transcript.render()

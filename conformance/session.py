@@ -9,8 +9,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from conformance.adapter import ProviderAdapter
-from conformance.errors import ProviderCallError, ProviderViolation
-from conformance.providers import ProviderConfig, open_provider
+from conformance.errors import NotExpressible, ProviderCallError, ProviderViolation
+from conformance.providers import ProviderConfig, open_provider, with_dialect
 
 
 @dataclass
@@ -46,6 +46,8 @@ class ProviderSession:
                 self.restarts += 1
             if self._shared is None:
                 self._shared = open_provider(self.config)
+                # Fresh providers and restarts speak what the first connection found out.
+                self.config = with_dialect(self.config, self._shared)
             return self._shared
 
     def fresh(self, handshake: bool = True) -> ProviderAdapter:
@@ -76,6 +78,7 @@ class ProviderSession:
             else:
                 adapter.ledger.record_deleted(sandbox_id)
                 report.deleted.append(sandbox_id)
+        adapter.release(owner)
         return report
 
     def _recovery_adapter(self) -> ProviderAdapter | None:
@@ -92,8 +95,8 @@ class ProviderSession:
             return report
         try:
             stragglers = adapter.list(self.config.run_labels)
-        except (ProviderCallError, ProviderViolation):
-            return report
+        except (ProviderCallError, ProviderViolation, NotExpressible):
+            return report  # a dialect that cannot list by label relies on the per-scenario registry
         for status in stragglers:
             if status.state in ("deleted", "deleting"):
                 continue

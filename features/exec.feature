@@ -45,3 +45,75 @@ Feature: Running commands
   Scenario: Command output is binary-safe: every byte value comes back unchanged
     When I run a command that writes every byte value from 0 to 255 to stdout
     Then stdout is exactly every byte value from 0 to 255, in order
+
+  @id:exec-binary-stderr @req:SDP1-035 @must
+  Scenario: stderr is binary-safe too: every byte value comes back unchanged
+    When I run a command that writes every byte value from 0 to 255 to stderr
+    Then stderr is exactly every byte value from 0 to 255, in order
+
+  # Each probe prints the expected text only under plain `bash -c`, and always exits 0.
+  @id:exec-bash-contract @req:SDP1-066 @must
+  Scenario Outline: A command runs under plain Bash: <property>
+    When I run `<probe>`
+    Then stdout is exactly "<answer>"
+
+    Examples:
+      | property            | probe                                                                                                 | answer            |
+      | bash-never-sh       | printf '%s' "${BASH_VERSION:+bash}"; if shopt -qo posix; then printf ' emulating sh'; fi              | bash              |
+      | not-a-login-shell   | if shopt -q login_shell; then printf 'login shell'; else printf 'not a login shell'; fi               | not a login shell |
+      | no-errexit          | false; printf 'still running'                                                                         | still running     |
+      | no-pipefail         | false \| true; printf 'pipeline status %s' "$?"                                                       | pipeline status 0 |
+      | not-posix-mode      | case ":$SHELLOPTS:" in *:posix:*) printf 'posix mode';; ::) printf 'not bash';; *) printf 'bash mode';; esac | bash mode |
+
+  @id:exec-command-literal @req:SDP1-066 @must
+  Scenario: The command text reaches Bash exactly as written: quotes, globs, variables in single quotes, Unicode
+    When I run `printf '%s|' 'single $HOME' "double \"quoted\"" '*' 'back\slash' '$(echo substituted)' "it's" 'naïve ✓ 日本語'`
+    Then stdout is exactly "single $HOME|double "quoted"|*|back\slash|$(echo substituted)|it's|naïve ✓ 日本語|"
+
+  @id:exec-bash-env-ignored @req:SDP1-067 @must
+  Scenario: BASH_ENV never reaches the shell, even when the command's own env sets it
+    Given a Bash startup file in the sandbox that prints "the startup file was sourced; "
+    When I run `printf 'the command ran'` with BASH_ENV pointing at that startup file
+    Then stdout is exactly "the command ran"
+
+  # The command writes: ESC [31m red ESC [0m BEL SOH LF. No sanitization given means raw.
+  @id:exec-output-sanitization @req:SDP1-069 @must
+  Scenario Outline: Output sanitization <sanitization> leaves exactly the bytes it promises
+    When I run `printf '\033[31mred\033[0m\007\001\n'` with output sanitization <sanitization>
+    Then stdout is exactly the bytes "<stdout>"
+
+    Examples:
+      | sanitization | stdout                          |
+      | not given    | ESC [31m red ESC [0m BEL SOH LF |
+      | raw          | ESC [31m red ESC [0m BEL SOH LF |
+      | strip_ansi   | red BEL SOH LF                  |
+      | strip_all    | red LF                          |
+
+  @id:exec-stdin @req:SDP1-075 @cap:exec.stdin @must
+  Scenario: The bytes given as stdin reach the command, followed by end of file
+    When I run `od -An -v -tx1 | tr -d ' \n'` with every byte value from 0 to 255 as its stdin
+    Then stdout is every byte value from 0 to 255, in order, as hex
+
+  @id:exec-stdin-broken-pipe @req:SDP1-075 @cap:exec.stdin @must
+  Scenario: A command that stops reading its stdin early is not an error
+    When I run `head -c 1` with a megabyte of the letter x as its stdin
+    Then the command ran and exited with code 0
+    And stdout is exactly "x"
+
+  @id:exec-foreign-signal @req:SDP1-072 @must
+  Scenario: A command ended by a signal reports that signal's number
+    When I run `kill -TERM $$; sleep 5`
+    Then the command was ended by signal 15
+
+  # The command ends by itself after 10 seconds, so a provider that ignores the timeout fails quickly.
+  @id:exec-timeout @req:SDP1-074 @req:SDP1-036 @must
+  Scenario: A command that outlives its timeout is a normal result that says it timed out
+    When I run `printf started; sleep 10; printf finished` with a timeout of 1 second
+    Then the result says the command timed out, at most 4 seconds after the timeout
+    And its duration is a whole number of milliseconds, at least the 1 second timeout
+
+  @id:exec-relative-working-dir @req:SDP1-081 @must
+  Scenario: A relative working directory is taken relative to the sandbox's working directory
+    When there is a directory "conformance-relative-wd" in the sandbox
+    And I run `pwd` in that directory, given by its path relative to the sandbox's working directory
+    Then stdout is that directory's absolute path, followed by a newline

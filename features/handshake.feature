@@ -33,3 +33,27 @@ Feature: Handshake and envelope
     When the host sends a line that is not JSON
     Then the answer is the JSON-RPC error -32600 "invalid request"
     And the provider still answers requests
+
+  @id:capabilities-complete @req:SDP1-022 @must @dialect:sandbox-driver-v1
+  Scenario: The capability declaration has every group and every flag, each of the right type
+    Given a provider
+    Then the provider's capability declaration has every group: isolation, lifecycle, exec, fs, search, git, services, pty, logs, access, network, snapshots and volumes
+    And its isolation is none, container or vm
+    And its pty, logs, snapshots and volumes groups are each null or an object
+    And every flag of every group it declares is present and a boolean
+
+  @id:capabilities-stable @req:SDP1-020 @must @dialect:sandbox-driver-v1
+  Scenario: Initializing a second time returns exactly the same capabilities
+    Given a freshly started provider that has been initialized
+    When the host initializes it again
+    Then the capabilities are exactly those of the first answer
+
+  @id:access-vpn-false @req:SDP1-026 @must @dialect:sandbox-driver-v1
+  Scenario: The retired access.vpn flag is always false
+    Given a sandbox
+    Then access.vpn is false in the provider's declaration and in the sandbox's own
+
+  @id:snapshot-kind-flags-consistent @req:SDP1-027 @must @cap:snapshots @dialect:sandbox-driver-v1
+  Scenario: A snapshot kind flag that is true implies its overall flag
+    Given a provider
+    Then whenever a from_image_kinds flag is true, from_image is true, and whenever a from_dockerfile_kinds flag is true, from_dockerfile is true

@@ -1,7 +1,10 @@
 Feature: Sandbox lifecycle
   A sandbox is created from a spec, described by id, and deleted. The handle a create returns holds
   everything needed to operate the sandbox without asking again: its status, its own capability
-  declaration and its working directory.
+  declaration and its working directory. A host finds a sandbox again by its id or its labels; a
+  creation spec is honoured or refused field by field, never quietly ignored. Every optional verb
+  (pause, archive, fork, snapshots, volumes, SSH access, ...) works when it is declared; scenarios
+  about a verb the provider does not declare are skipped, naming the capability.
 
   @id:create-describe-delete @req:SDP1-050 @must
   Scenario: A sandbox can be created, described and deleted
@@ -33,3 +36,268 @@ Feature: Sandbox lifecycle
     When I delete the sandbox
     And I describe the sandbox
     Then the sandbox is reported not found, or in state deleting or deleted
+
+  # -- finding a sandbox again ---------------------------------------------------------------------
+
+  @id:list-by-labels @req:SDP1-S16 @must
+  Scenario: Listing by labels finds exactly the sandboxes that carry every requested label
+    Given a provider
+    When I create a sandbox labelled with two generated labels
+    And I create another sandbox that carries only the first of those labels
+    And I list the sandboxes carrying both labels
+    Then the list includes the first sandbox
+    And the list does not include the other sandbox
+    When I list the sandboxes carrying the first label
+    Then the list includes both sandboxes
+    When I list every sandbox
+    Then the list includes the first sandbox
+
+  @id:attach-by-id @req:SDP1-039 @req:SDP1-050 @must
+  Scenario: Attaching by a stored sandbox id answers a handle to the same sandbox
+    Given a sandbox
+    When I attach to the sandbox by its id
+    Then the attached handle names the same sandbox and working directory
+
+  @id:attach-unknown @req:SDP1-S17 @must
+  Scenario: Attaching to an id the provider never issued is refused as not_found
+    Given a provider
+    When I attach to a sandbox id that was never issued
+    Then the attach is refused as not_found
+
+  # -- states and the lifecycle verbs ---------------------------------------------------------------
+
+  @id:stop-start-cycle @req:SDP1-040 @must
+  Scenario: A stopped sandbox is described stopped, and once started it runs commands again
+    Given a sandbox
+    When I stop the sandbox
+    Then the sandbox is described as stopped
+    When I start the sandbox
+    Then the sandbox is described as running
+    When I run `printf started-again`
+    Then the command ran and exited with code 0
+    And stdout is exactly "started-again"
+    And every state reported along the way is one of the protocol's sandbox states
+
+  @id:pause-resume @req:SDP1-023 @must @cap:lifecycle.pause
+  Scenario: A paused sandbox is described paused, and once resumed it runs commands again
+    Given a sandbox
+    When I pause the sandbox
+    Then the sandbox is described as paused
+    When I resume the sandbox
+    Then the sandbox is described as running
+    When I run `printf resumed`
+    Then stdout is exactly "resumed"
+
+  @id:archive-start @req:SDP1-023 @must @cap:lifecycle.archive
+  Scenario: An archived sandbox keeps its files and runs again once started
+    Given a sandbox with a marker file
+    When I archive the sandbox
+    Then the sandbox is described as archived
+    When I start the sandbox
+    Then the sandbox is described as running
+    And the marker file is still there
+
+  @id:refresh-activity @req:SDP1-023 @req:SDP1-S17 @must @cap:lifecycle.refresh_activity
+  Scenario: Refreshing a sandbox's activity keeps it running, and needs a sandbox that exists
+    Given a sandbox
+    When I refresh the sandbox's activity
+    Then the sandbox is described as running
+    When I refresh the activity of a sandbox id that was never issued
+    Then that refresh is refused as not_found
+
+  @id:set-labels-replace @req:SDP1-023 @must @cap:lifecycle.labels
+  Scenario: Setting a sandbox's labels replaces all of them
+    Given a sandbox labelled with a generated label
+    When I replace the sandbox's labels with a new generated label, keeping the run label
+    Then the sandbox is described with exactly the new labels
+    And listing by the new label finds the sandbox
+    And listing by the replaced label does not find it
+
+  @id:undelete @req:SDP1-061 @must @cap:lifecycle.undelete
+  Scenario: Undeleting a deleted sandbox brings it back with its files
+    Given a sandbox with a marker file
+    When I delete the sandbox
+    And I undelete the sandbox
+    Then the undelete answers a handle for the same sandbox
+    And the sandbox is described as running
+    And the marker file is still there
+
+  @id:fork-without-memory @req:SDP1-062 @must
+  Scenario: A fork asked to leave memory behind is refused as invalid_spec
+    Given a sandbox
+    When I fork the sandbox without its memory
+    Then the fork is refused as invalid_spec naming include_memory, or as unsupported naming lifecycle.fork when forks are not declared
+
+  @id:fork-copy @req:SDP1-063 @must @cap:lifecycle.fork
+  Scenario: A fork runs beside the original with its own copy of the files
+    Given a sandbox with a marker file
+    When I fork the sandbox with its memory
+    Then the new sandbox is a different sandbox
+    And both the original and the new sandbox are described as running
+    And the new sandbox has the marker file
+    When I write a file in the new sandbox
+    Then that file does not appear in the original sandbox
+
+  @id:resize @req:SDP1-023 @must @cap:lifecycle.resize
+  Scenario: A resized sandbox reports its new resources and keeps running
+    Given a sandbox
+    When I resize the sandbox to a different number of CPU cores
+    Then the sandbox is described with that number of CPU cores
+    And the sandbox is described as running
+    And the sandbox still runs commands
+
+  @id:timers-null-default @req:SDP1-054 @must
+  Scenario: A creation spec whose lifecycle timers are all left unset gets the provider's defaults
+    Given a provider
+    When I create a sandbox whose lifecycle timers are all left unset
+    Then the sandbox is described as running
+
+  @id:timers-zero-off @req:SDP1-054 @must @cap:lifecycle.timers
+  Scenario: A lifecycle timer set to zero is switched off, not fired at once
+    Given a sandbox
+    When I set the sandbox's timers, leaving them all unset
+    Then the timers are accepted
+    When I switch the sandbox's idle auto-stop timer off with a zero duration
+    Then the timers are accepted, or refused as invalid_spec naming the timers
+    And the sandbox is still described as running after staying idle for a moment
+
+  @id:update-network @req:SDP1-023 @must @cap:lifecycle.update_network
+  Scenario: A sandbox's network policy can be changed to a policy the provider declares
+    Given a sandbox
+    When I change the sandbox's network policy to one the provider declares
+    Then the change is accepted
+    And the sandbox's status reports the new network policy, if it reports one
+    And the sandbox still runs commands
+
+  @id:platform-info @req:SDP1-S08 @must
+  Scenario: Platform info names a lowercase operating system and an architecture
+    Given a sandbox
+    When I ask for the sandbox's platform info
+    Then the platform names a non-empty lowercase operating system
+    And the platform names an architecture, not a kernel release
+
+  @id:checkpoint-retired @req:SDP1-065 @must @dialect:sandbox-driver-v1
+  Scenario Outline: The retired checkpoint methods are unknown methods
+    Given a freshly started provider that has been initialized
+    When the host calls the method "<method>"
+    Then the answer is the JSON-RPC error -32601 "method not found"
+
+    Examples:
+      | method                     |
+      | sandbox/checkpoint         |
+      | sandbox/restore_checkpoint |
+
+  # -- what a creation spec may ask for --------------------------------------------------------------
+
+  @id:creation-spec-field @req:SDP1-051 @req:SDP1-052 @must
+  Scenario Outline: A creation-spec field is honoured where it can be seen, or refused as invalid_spec naming it
+    Given a provider
+    When I create a sandbox asking for <field>
+    Then the sandbox honours <field>, or the create is refused as invalid_spec naming <field>
+
+    Examples:
+      | field        |
+      | sandbox_kind |
+      | region       |
+      | user         |
+      | resources    |
+
+  @id:create-with-name @req:SDP1-051 @must
+  Scenario: A sandbox created with a name reports that name
+    Given a provider
+    When I create a sandbox with a generated name
+    Then the sandbox's status reports that name
+
+  # -- snapshots and volumes -------------------------------------------------------------------------
+
+  @id:snapshot-filesystem @req:SDP1-053 @req:SDP1-064 @must @cap:lifecycle.snapshot_sandbox
+  Scenario: A sandbox made from a filesystem snapshot has the snapshot's files and a life of its own
+    Given a sandbox with a marker file
+    When I take a filesystem snapshot of the sandbox
+    And I create a sandbox from that snapshot by name
+    Then the new sandbox has the marker file
+    When I write a file in the new sandbox
+    Then that file does not appear in the original sandbox
+
+  @id:snapshot-modes-honest @req:SDP1-064 @must @cap:lifecycle.snapshot_sandbox
+  Scenario: A snapshot that keeps live processes is taken only by a provider that declares it
+    Given a sandbox
+    When I snapshot the sandbox including its memory and running processes
+    Then the snapshot is taken if live-process snapshots are declared, and otherwise refused as unsupported naming snapshots.live_process_state
+
+  @id:snapshot-delete-idempotent @req:SDP1-089 @req:SDP1-040 @must @cap:snapshots @cap:snapshots.filesystem
+  Scenario: A snapshot is described with a known state, and deleting it succeeds however often it is asked
+    Given a sandbox
+    When I create a snapshot of the sandbox
+    Then the snapshot is described with a known snapshot state
+    When I delete the snapshot twice at the same time
+    And I delete the snapshot once more
+    Then every snapshot delete succeeds
+    And the snapshot is reported gone
+
+  @id:snapshot-inherits @req:SDP1-090 @must @cap:snapshots @cap:snapshots.filesystem @dialect:sandbox-driver-v1
+  Scenario Outline: A snapshot of a sandbox that asks for a different <field> is refused as invalid_spec
+    Given a sandbox created through a freshly started provider
+    When I create a snapshot of the sandbox asking for a different <field>
+    Then the snapshot request is refused as invalid_spec naming <field>
+
+    Examples:
+      | field        |
+      | sandbox_kind |
+      | resources    |
+
+  @id:snapshot-activation-gated @req:SDP1-029 @must @cap:snapshots @cap:snapshots.filesystem
+  Scenario: Deactivating a snapshot needs snapshots.activation
+    Given a sandbox
+    When I create a snapshot of the sandbox
+    And I deactivate the snapshot
+    Then the deactivation is served if snapshot activation is declared, and otherwise refused as unsupported naming snapshots.activation
+
+  @id:snapshot-activation @req:SDP1-029 @must @cap:snapshots.activation @cap:snapshots.filesystem
+  Scenario: A deactivated snapshot is described inactive, and an activated one active
+    Given a sandbox
+    When I create a snapshot of the sandbox
+    And I deactivate the snapshot
+    Then the snapshot is described as inactive
+    When I activate the snapshot
+    Then the snapshot is described as active
+
+  @id:snapshot-volume-services @req:SDP1-088 @must
+  Scenario Outline: The <service> service exists exactly when its capability is declared
+    Given a provider
+    When I list the provider's <service>
+    Then the listing is served if <service> is declared, and otherwise refused as unsupported naming <service>
+
+    Examples:
+      | service   |
+      | snapshots |
+      | volumes   |
+
+  @id:volume-lifecycle @req:SDP1-089 @req:SDP1-040 @must @cap:volumes
+  Scenario: A volume is described with a known state, listed, and deleted idempotently
+    Given a provider
+    When I create a volume
+    Then the volume is described with a known volume state
+    And listing volumes includes it
+    When I delete the volume
+    And I delete the volume again
+    Then both volume deletes succeed
+    And the volume is reported gone
+
+  # -- access --------------------------------------------------------------------------------------
+
+  @id:ssh-access @req:SDP1-091 @must @cap:access.ssh
+  Scenario: SSH access is a command that runs as it is, and a lifetime is honoured or refused by name
+    Given a sandbox
+    When I ask for SSH access to the sandbox
+    Then the access is a single command line with no placeholders left to fill in
+    When I ask for SSH access to the sandbox for 60 seconds
+    Then the access expires within 60 seconds if SSH lifetimes are declared, and otherwise is refused as unsupported naming access.ssh.ttl
+
+  @id:ssh-revoke @req:SDP1-092 @must @cap:access.ssh @cap:access.ssh.revoke
+  Scenario: SSH access comes with a token that can be revoked
+    Given a sandbox
+    When I ask for SSH access to the sandbox
+    Then the access carries a token
+    When I revoke that token
+    Then the revocation succeeds

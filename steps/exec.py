@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import shlex
+import time
 
-from pytest_bdd import parsers, then, when
+from pytest_bdd import given, parsers, then, when
 
 from ._world import World, expect
 
@@ -90,3 +92,139 @@ def _(world: World) -> None:
         raise AssertionError(
             f"stdout is {len(stdout)} bytes and differs from the 256 byte values at offset {first}: "
             f"got {stdout[first:first + 8]!r}, expected {ALL_BYTES[first:first + 8]!r}")
+
+
+# -- spelling bytes in Gherkin --------------------------------------------------------------------
+
+CONTROL_NAMES = {"NUL": 0x00, "SOH": 0x01, "BEL": 0x07, "TAB": 0x09, "LF": 0x0A, "CR": 0x0D, "ESC": 0x1B}
+
+
+def spelled_bytes(spelled: str) -> bytes:
+    """Bytes spelled as space-separated tokens: control names (ESC, BEL, SOH, LF, ...) stand for that
+    byte, anything else for its UTF-8 text. ``ESC [31m red LF`` is ``b"\\x1b[31mred\\n"``."""
+    return b"".join(bytes([CONTROL_NAMES[token]]) if token in CONTROL_NAMES else token.encode("utf-8")
+                    for token in spelled.split())
+
+
+def sanitization_mode(spelled: str) -> str | None:
+    return None if spelled == "not given" else spelled
+
+
+# -- running with options -------------------------------------------------------------------------
+
+
+@when("I run a command that writes every byte value from 0 to 255 to stderr")
+def _(world: World) -> None:
+    world.run(_octal_printf(ALL_BYTES) + " >&2")
+
+
+@given(parsers.parse('a Bash startup file in the sandbox that prints "{text}"'))
+def _(world: World, text: str) -> None:
+    # The command reports the file's absolute path itself, so no assumption about the layout is needed.
+    script = f"printf '%s' {shlex.quote(text)}\n"
+    outcome = world.run(f"printf '%s' {shlex.quote(script)} > conformance-bash-env.sh && "
+                        "printf '%s' \"$PWD/conformance-bash-env.sh\"")
+    expect(outcome.outcome == "ran" and outcome.stdout.startswith(b"/"),
+           f"could not write the startup file in the sandbox: {outcome.describe()}")
+    world.values["startup_file"] = outcome.stdout.decode("utf-8")
+
+
+@when(parsers.re(r"I run `(?P<command>.+)` with BASH_ENV pointing at that startup file$"))
+def _(world: World, command: str) -> None:
+    world.run(command, env={"BASH_ENV": world.values["startup_file"]})
+
+
+@when(parsers.re(r"I run `(?P<command>.+)` with output sanitization (?P<mode>not given|[a-z_]+)$"))
+def _(world: World, command: str, mode: str) -> None:
+    world.run(command, sanitization=sanitization_mode(mode))
+
+
+@when(parsers.re(r"I run `(?P<command>.+)` with every byte value from 0 to 255 as its stdin$"))
+def _(world: World, command: str) -> None:
+    # A provider that never closes stdin leaves the command waiting: the timeout turns that into a verdict.
+    world.run(command, stdin=ALL_BYTES, timeout_s=10.0)
+
+
+@when(parsers.re(r"I run `(?P<command>.+)` with a megabyte of the letter x as its stdin$"))
+def _(world: World, command: str) -> None:
+    world.run(command, stdin=b"x" * (1 << 20), timeout_s=10.0)
+
+
+@when(parsers.re(r"I run `(?P<command>.+)` with a timeout of (?P<seconds>\d+) seconds?$"))
+def _(world: World, command: str, seconds: str) -> None:
+    world.values["timeout_s"] = float(seconds)
+    started = time.monotonic()
+    world.run(command, timeout_s=float(seconds))
+    world.values["answered_after_s"] = time.monotonic() - started
+
+
+@when(parsers.re(r"I run `(?P<command>.+)` in that directory, given by its path relative to the sandbox's "
+                 r"working directory$"))
+def _(world: World, command: str) -> None:
+    base = world.require_sandbox().working_directory or ""
+    world.run(command, working_dir=os.path.relpath(world.values["directory"], base))
+
+
+# -- verdicts -------------------------------------------------------------------------------------
+
+
+@then(parsers.parse('stdout is exactly the bytes "{spelled}"'))
+def _(world: World, spelled: str) -> None:
+    outcome = world.ran()
+    expected = spelled_bytes(spelled)
+    expect(outcome.stdout == expected, f"expected stdout {expected!r} ({spelled}), got {outcome.describe()}")
+
+
+@then("stderr is exactly every byte value from 0 to 255, in order")
+def _(world: World) -> None:
+    stderr = world.ran().stderr
+    if stderr != ALL_BYTES:
+        first = next((i for i, (a, b) in enumerate(zip(stderr, ALL_BYTES)) if a != b), min(len(stderr), 256))
+        raise AssertionError(
+            f"stderr is {len(stderr)} bytes and differs from the 256 byte values at offset {first}: "
+            f"got {stderr[first:first + 8]!r}, expected {ALL_BYTES[first:first + 8]!r}")
+
+
+@then("stdout is every byte value from 0 to 255, in order, as hex")
+def _(world: World) -> None:
+    outcome = world.ran()
+    expected = ALL_BYTES.hex().encode("ascii")
+    expect(outcome.termination == "exited",
+           f"the command should read its stdin to end of file and exit; got {outcome.describe()}")
+    expect(outcome.stdout == expected,
+           f"the command should print the hex of the 256 bytes given as stdin, {expected[:24]!r}…; "
+           f"got {outcome.describe()}")
+
+
+@then(parsers.parse("the command was ended by signal {number:d}"))
+def _(world: World, number: int) -> None:
+    outcome = world.ran()
+    expect(outcome.signal == number,
+           f"the command killed itself with signal {number}, so the result's signal should be {number}; "
+           f"got {outcome.describe()} (signal={outcome.signal})")
+
+
+@then(parsers.parse("the result says the command timed out, at most {bound:d} seconds after the timeout"))
+def _(world: World, bound: int) -> None:
+    outcome = world.outcome
+    expect(outcome is not None, "no command has run yet")
+    assert outcome is not None
+    expect(outcome.outcome == "ran",
+           f"a timeout is a normal result with termination timed_out, not an error; got {outcome.error}")
+    expect(outcome.termination == "timed_out", f"expected termination timed_out, got {outcome.describe()}")
+    late = world.values["answered_after_s"] - world.values["timeout_s"]
+    expect(late <= bound,
+           f"the result came {late:.1f}s after the {world.values['timeout_s']:.0f}s timeout; "
+           f"expected at most {bound}s")
+
+
+@then(parsers.parse("its duration is a whole number of milliseconds, at least the {seconds:d} second timeout"))
+def _(world: World, seconds: int) -> None:
+    outcome = world.ran()
+    # The adapter only reports a duration the provider gave as whole milliseconds.
+    expect(outcome.duration_s is not None,
+           f"the result should carry its duration as a whole number of milliseconds; got {outcome.describe()}")
+    assert outcome.duration_s is not None
+    expect(outcome.duration_s >= seconds,
+           f"the command ran until its {seconds}s timeout, so its duration should be at least "
+           f"{seconds * 1000} ms; got {outcome.duration_s * 1000:.0f} ms")

@@ -123,3 +123,144 @@ def _(world: World, code: int, meaning: str) -> None:
 def _(world: World) -> None:
     follow_up: Attempt = attempt(lambda: _fresh(world).handshake(strict=False))
     follow_up.expect_success("an initialize sent after the bad line")
+
+
+# -- the capability declaration --------------------------------------------------------------------
+
+ISOLATIONS = ("none", "container", "vm")
+KIND_FLAGS = ("container", "virtual_machine")
+# Every group of a version 1 declaration with its boolean flags (snapshots also nests two groups of kinds).
+ALWAYS_PRESENT_GROUPS: dict[str, tuple[str, ...]] = {
+    "lifecycle": ("pause", "archive", "fork", "resize", "recover", "undelete", "refresh_activity", "timers",
+                  "labels", "update_network", "snapshot_sandbox"),
+    "exec": ("live_streaming", "streams_separated", "stdin", "cancel", "stdio_process", "stdin_stream", "environment"),
+    "fs": ("native", "upload", "download", "permissions"),
+    "search": ("supported", "native"),
+    "git": ("supported", "native"),
+    "services": ("supported", "native"),
+    "access": ("preview_urls", "signed_preview_urls", "ssh", "ssh_ttl", "ssh_revoke", "shell_command",
+               "web_terminal", "vnc", "vpn"),
+    "network": ("allow_all", "block_all", "cidr_allow_list", "domain_allow_list", "outbound_proxy"),
+}
+NULLABLE_GROUPS: dict[str, tuple[str, ...]] = {
+    "pty": ("resize",),
+    "logs": ("provision", "entrypoint"),
+    "snapshots": ("from_image", "from_dockerfile", "filesystem_from_sandbox", "live_process_state_from_sandbox",
+                  "build_logs", "activation"),
+    "volumes": ("create_time_attach",),
+}
+NESTED_FLAG_GROUPS = {"snapshots": ("from_image_kinds", "from_dockerfile_kinds")}
+
+
+def _declaration(world: World) -> dict:
+    answer = world.provider.initialize_result
+    capabilities = answer.get("capabilities") if isinstance(answer, dict) else None
+    expect(isinstance(capabilities, dict), f"the initialize answer carries no capabilities object: {answer!r}")
+    return capabilities
+
+
+@then("the provider's capability declaration has every group: isolation, lifecycle, exec, fs, search, git, "
+      "services, pty, logs, access, network, snapshots and volumes")
+def _(world: World) -> None:
+    capabilities = _declaration(world)
+    expected = ["isolation", *ALWAYS_PRESENT_GROUPS, *NULLABLE_GROUPS]
+    missing = [group for group in expected if group not in capabilities]
+    expect(not missing, f"the capability declaration lacks the group(s) {', '.join(missing)}; a current writer sends "
+                        "every group (pty, logs, snapshots and volumes as null when unsupported)")
+
+
+@then("its isolation is none, container or vm")
+def _(world: World) -> None:
+    isolation = _declaration(world).get("isolation")
+    expect(isolation in ISOLATIONS, f"isolation is {isolation!r}; expected one of {', '.join(ISOLATIONS)}")
+
+
+@then("its pty, logs, snapshots and volumes groups are each null or an object")
+def _(world: World) -> None:
+    capabilities = _declaration(world)
+    for group in NULLABLE_GROUPS:
+        value = capabilities.get(group)
+        expect(value is None or isinstance(value, dict),
+               f"capabilities.{group} must be null (unsupported) or an object of flags; it is {value!r}")
+
+
+def _flag_problems(group: str, value: dict, flags: tuple[str, ...]) -> list[str]:
+    problems = []
+    for flag in flags:
+        if flag not in value:
+            problems.append(f"{group}.{flag} is missing")
+        elif not isinstance(value[flag], bool):
+            problems.append(f"{group}.{flag} is {value[flag]!r}, not a boolean")
+    return problems
+
+
+@then("every flag of every group it declares is present and a boolean")
+def _(world: World) -> None:
+    capabilities = _declaration(world)
+    problems: list[str] = []
+    for group, flags in {**ALWAYS_PRESENT_GROUPS, **NULLABLE_GROUPS}.items():
+        value = capabilities.get(group)
+        if not isinstance(value, dict):
+            if group in ALWAYS_PRESENT_GROUPS and group in capabilities:
+                problems.append(f"{group} is {value!r}, not an object of flags")
+            continue
+        problems += _flag_problems(group, value, flags)
+        for nested in NESTED_FLAG_GROUPS.get(group, ()):
+            inner = value.get(nested)
+            if isinstance(inner, dict):
+                problems += _flag_problems(f"{group}.{nested}", inner, KIND_FLAGS)
+            else:
+                problems.append(f"{group}.{nested} is {inner!r}, not an object of flags")
+    expect(not problems, "the capability declaration is incomplete or mistyped: " + "; ".join(problems[:8]))
+
+
+@when("the host initializes it again")
+def _(world: World) -> None:
+    world.last = attempt(lambda: _fresh(world).handshake(strict=False))
+
+
+@then("the capabilities are exactly those of the first answer")
+def _(world: World) -> None:
+    again = world.last.expect_success("a second initialize")
+    first = _fresh(world).initialize_result
+    first_caps = first.get("capabilities") if isinstance(first, dict) else None
+    again_caps = again.get("capabilities") if isinstance(again, dict) else None
+    if again_caps != first_caps:
+        differences = sorted(_differences(first_caps, again_caps))
+        raise AssertionError("capabilities are settled once per connection, but a second initialize answered "
+                             "different ones: " + "; ".join(differences[:8]))
+
+
+def _differences(first, again, path: str = "capabilities") -> list[str]:
+    if isinstance(first, dict) and isinstance(again, dict):
+        found = []
+        for key in sorted(set(first) | set(again)):
+            found += _differences(first.get(key), again.get(key), f"{path}.{key}")
+        return found
+    return [] if first == again else [f"{path} was {first!r}, now {again!r}"]
+
+
+@then("access.vpn is false in the provider's declaration and in the sandbox's own")
+def _(world: World) -> None:
+    sandbox = world.require_sandbox()
+    declarations = {"the provider's declaration": _declaration(world)}
+    if sandbox.capabilities is not None:
+        declarations["the sandbox's declaration"] = sandbox.capabilities.raw
+    for whose, capabilities in declarations.items():
+        access = capabilities.get("access") if isinstance(capabilities, dict) else None
+        vpn = access.get("vpn", False) if isinstance(access, dict) else False
+        expect(vpn is False, f"access.vpn is a retired flag and must be false; {whose} says {vpn!r}")
+
+
+@then("whenever a from_image_kinds flag is true, from_image is true, and whenever a from_dockerfile_kinds flag is "
+      "true, from_dockerfile is true")
+def _(world: World) -> None:
+    snapshots = _declaration(world).get("snapshots")
+    expect(isinstance(snapshots, dict), f"snapshots is declared but is not an object: {snapshots!r}")
+    for aggregate in ("from_image", "from_dockerfile"):
+        kinds = snapshots.get(f"{aggregate}_kinds")
+        kinds = kinds if isinstance(kinds, dict) else {}
+        exact = [kind for kind in KIND_FLAGS if kinds.get(kind) is True]
+        expect(not exact or snapshots.get(aggregate) is True,
+               f"snapshots.{aggregate}_kinds declares {', '.join(exact)}, so snapshots.{aggregate} must be true; "
+               f"it is {snapshots.get(aggregate)!r}")

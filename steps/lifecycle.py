@@ -1,15 +1,23 @@
-"""Steps for creating, describing and deleting sandboxes."""
+"""Steps for the sandbox lifecycle: create, describe, list, attach, delete, the optional verbs, snapshots,
+volumes, SSH access and what a creation spec may ask for."""
 
 from __future__ import annotations
 
 import concurrent.futures
+import datetime
+import re
+import time
 import unicodedata
+from collections.abc import Callable
+from typing import Any
 
-from pytest_bdd import then, when
+import pytest
+from pytest_bdd import given, parsers, then, when
 
+from conformance.adapter import ExecRequest, SandboxHandle, SandboxRequest, SandboxStatus
 from conformance.errors import ApplicationErrorAnswer
 
-from ._world import World, attempt, expect
+from ._world import Attempt, World, attempt, expect
 
 KNOWN_STATES = {
     "creating", "starting", "running", "stopping", "stopped", "pausing", "paused", "resuming", "archiving",
@@ -122,3 +130,840 @@ def _(world: World) -> None:
     expect(len(sandbox_id.encode("utf-8")) <= 256, f"the sandbox id is {len(sandbox_id.encode())} bytes long")
     bad = [c for c in sandbox_id if c.isspace() or unicodedata.category(c) == "Cc"]
     expect(not bad, f"the sandbox id {sandbox_id!r} contains whitespace or control characters {bad!r}")
+
+
+# == the rest of the lifecycle: listing, attaching, optional verbs, snapshots, creation specs =======
+
+SNAPSHOT_STATES = {"building", "active", "inactive", "error", "deleting", "unknown"}
+VOLUME_STATES = {"creating", "ready", "deleting", "deleted", "error", "unknown"}
+# While a sandbox settles into a state, it may pass through these first.
+SETTLING = {
+    "stopped": {"stopping"}, "running": {"starting", "resuming", "restoring", "creating"},
+    "paused": {"pausing"}, "archived": {"archiving", "stopping"},
+}
+SETTLE_TIMEOUT_S = 20.0
+MARKER_FILE = "conformance-marker"
+COPY_ONLY_FILE = "conformance-written-in-copy"
+TIMER_NAMES = ("auto_stop_after_idle", "auto_pause_after_idle", "auto_archive_after_stop",
+               "auto_delete_after_stop", "ttl")
+# Leftovers of a template a provider forgot to fill in: <user>, {host}, ${TOKEN}, %s.
+PLACEHOLDER = re.compile(r"<[^<>\s]*>|\{[^{}\s]*\}|\$\{|%s")
+
+
+def _names_field(error: ApplicationErrorAnswer, wanted: str) -> bool:
+    named = error.detail.get("field")
+    return isinstance(named, str) and (named == wanted or named.startswith(wanted + "."))
+
+
+def _expect_refusal(outcome: Attempt, what: str, kind: str, field: str | None = None) -> ApplicationErrorAnswer:
+    error = outcome.expect_application_error(what)
+    expect(error.kind == kind, f"{what} should be refused with kind {kind}; it answered: {error}")
+    if field is not None:
+        expect(_names_field(error, field),
+               f"{what} was refused as {kind}, but detail.field is {error.detail.get('field')!r} instead of "
+               f"{field!r}")
+    return error
+
+
+def _run_ok(world: World, sandbox_id: str, command: str) -> bytes:
+    outcome = world.provider.exec(sandbox_id, ExecRequest(command=command))
+    expect(outcome.outcome == "ran" and outcome.termination == "exited" and outcome.exit_code == 0,
+           f"`{command}` in sandbox {sandbox_id} should run and exit 0; it gave {outcome.describe()}")
+    return outcome.stdout
+
+
+def _cleanup(request: pytest.FixtureRequest, call: Callable[[], Any]) -> None:
+    """Undo something the ledger does not track (snapshots, volumes, undeleted sandboxes), even if the
+    scenario fails; a failing cleanup is not the scenario's verdict."""
+    request.addfinalizer(lambda: attempt(call))
+
+
+def _settle(world: World, sandbox_id: str, wanted: str, provider: Any = None) -> SandboxStatus:
+    """Describe until the sandbox leaves the transitional states that lead to ``wanted``."""
+    provider = provider or world.provider
+    deadline = time.monotonic() + SETTLE_TIMEOUT_S
+    while True:
+        status = provider.describe(sandbox_id)
+        world.values.setdefault("states_seen", []).append(status.state)
+        if status.state not in SETTLING.get(wanted, set()) or time.monotonic() >= deadline:
+            return status
+        time.sleep(0.2)
+
+
+def _expect_state(world: World, sandbox_id: str, wanted: str, who: str = "the sandbox") -> None:
+    state = _settle(world, sandbox_id, wanted).state
+    expect(state == wanted, f"{who} ({sandbox_id}) should be described as {wanted}, but it is {state!r}")
+
+
+def _sandbox_declares(world: World, capability: str) -> bool:
+    """A sandbox's own declaration is authoritative for operations on it."""
+    sandbox = world.sandbox
+    if sandbox is not None and sandbox.capabilities is not None and sandbox.capabilities.raw:
+        return sandbox.capabilities.declares(capability)
+    return world.provider.capabilities.declares(capability)
+
+
+def _invoke_ok(world: World, operation: str, sandbox_id: str | None, **arguments: Any) -> Any:
+    outcome = attempt(lambda: world.provider.invoke(operation, sandbox_id, **arguments))
+    return outcome.expect_success(f"'{operation}'")
+
+
+def _new_sandbox(world: World) -> SandboxHandle:
+    sandbox = world.values.get("new_sandbox")
+    expect(sandbox is not None, "the scenario has no second sandbox yet")
+    return sandbox
+
+
+def _ids(statuses: list[SandboxStatus]) -> list[str]:
+    return [status.id for status in statuses]
+
+
+# -- listing -------------------------------------------------------------------------------------
+
+
+@when("I create a sandbox labelled with two generated labels")
+def _(world: World) -> None:
+    labels = {"conformance-first": world.token("first"), "conformance-second": world.token("second")}
+    world.values["labels"] = labels
+    world.create_sandbox(labels=labels)
+
+
+@when("I create another sandbox that carries only the first of those labels")
+def _(world: World) -> None:
+    first = {"conformance-first": world.values["labels"]["conformance-first"]}
+    world.values["other_sandbox"] = world.provider.create(SandboxRequest(labels=first))
+
+
+@when("I list the sandboxes carrying both labels")
+def _(world: World) -> None:
+    world.values["filter"] = dict(world.values["labels"])
+    world.values["listed"] = world.provider.list(world.values["filter"])
+
+
+@when("I list the sandboxes carrying the first label")
+def _(world: World) -> None:
+    world.values["filter"] = {"conformance-first": world.values["labels"]["conformance-first"]}
+    world.values["listed"] = world.provider.list(world.values["filter"])
+
+
+@when("I list every sandbox")
+def _(world: World) -> None:
+    world.values["filter"] = None
+    world.values["listed"] = world.provider.list(None)
+
+
+def _listing(world: World) -> str:
+    wanted = world.values["filter"]
+    return f"listing by {wanted}" if wanted else "listing without a filter"
+
+
+@then("the list includes the first sandbox")
+def _(world: World) -> None:
+    sandbox_id = world.require_sandbox().id
+    listed = _ids(world.values["listed"])
+    expect(sandbox_id in listed, f"{_listing(world)} should include sandbox {sandbox_id}; it listed {listed}")
+
+
+@then("the list includes both sandboxes")
+def _(world: World) -> None:
+    listed = _ids(world.values["listed"])
+    for sandbox in (world.require_sandbox(), world.values["other_sandbox"]):
+        expect(sandbox.id in listed, f"{_listing(world)} should include sandbox {sandbox.id}; it listed {listed}")
+
+
+@then("the list does not include the other sandbox")
+def _(world: World) -> None:
+    other = world.values["other_sandbox"]
+    listed = _ids(world.values["listed"])
+    expect(other.id not in listed,
+           f"{_listing(world)} listed sandbox {other.id}, which lacks one of those labels (it carries only "
+           f"{dict(other.status.labels)}); a label filter matches sandboxes that carry every listed label")
+
+
+# -- attaching -----------------------------------------------------------------------------------
+
+
+@when("I attach to the sandbox by its id")
+def _(world: World) -> None:
+    sandbox_id = world.require_sandbox().id
+    world.last = attempt(lambda: world.provider.attach(sandbox_id))
+
+
+@when("I attach to a sandbox id that was never issued")
+def _(world: World) -> None:
+    never_issued = world.token("conformance-never-issued")
+    world.last = attempt(lambda: world.provider.attach(never_issued))
+
+
+@then("the attached handle names the same sandbox and working directory")
+def _(world: World) -> None:
+    original = world.require_sandbox()
+    handle = world.last.expect_success(f"attach to sandbox {original.id}")
+    expect(handle.id == original.id, f"attach to {original.id!r} answered a handle for {handle.id!r}")
+    expect(handle.working_directory == original.working_directory,
+           f"attach to {original.id} names working directory {handle.working_directory!r}; the create named "
+           f"{original.working_directory!r}")
+    expect(handle.status.state in KNOWN_STATES, f"the attached handle reports unknown state {handle.status.state!r}")
+
+
+@then("the attach is refused as not_found")
+def _(world: World) -> None:
+    _expect_refusal(world.last, "attach to a sandbox id that was never issued", "not_found")
+
+
+# -- start, stop and the optional verbs ----------------------------------------------------------
+
+
+@when("I stop the sandbox")
+def _(world: World) -> None:
+    sandbox_id = world.require_sandbox().id
+    attempt(lambda: world.provider.stop(sandbox_id)).expect_success("stop")
+
+
+@when("I start the sandbox")
+def _(world: World) -> None:
+    sandbox_id = world.require_sandbox().id
+    attempt(lambda: world.provider.start(sandbox_id)).expect_success("start")
+
+
+@when(parsers.re(r"I (?P<verb>pause|resume|archive) the sandbox$"))
+def _(world: World, verb: str) -> None:
+    _invoke_ok(world, verb, world.require_sandbox().id)
+
+
+@then(parsers.re(r"the sandbox is described as (?P<state>stopped|running|paused|archived)$"))
+def _(world: World, state: str) -> None:
+    _expect_state(world, world.require_sandbox().id, state)
+
+
+@then("every state reported along the way is one of the protocol's sandbox states")
+def _(world: World) -> None:
+    seen = world.values.get("states_seen", [])
+    expect(bool(seen), "no state was reported along the way")
+    unknown = sorted({state for state in seen if state not in KNOWN_STATES})
+    expect(not unknown, f"the provider reported states {unknown}, which are not protocol sandbox states "
+                        f"({', '.join(sorted(KNOWN_STATES))})")
+
+
+@when("I refresh the sandbox's activity")
+def _(world: World) -> None:
+    _invoke_ok(world, "refresh activity", world.require_sandbox().id)
+
+
+@when("I refresh the activity of a sandbox id that was never issued")
+def _(world: World) -> None:
+    never_issued = world.token("conformance-never-issued")
+    world.last = attempt(lambda: world.provider.invoke("refresh activity", never_issued))
+
+
+@then("that refresh is refused as not_found")
+def _(world: World) -> None:
+    _expect_refusal(world.last, "refreshing the activity of a sandbox that was never issued", "not_found")
+
+
+@given("a sandbox with a marker file")
+def _(world: World) -> None:
+    sandbox = world.create_sandbox()
+    marker = world.token("conformance-marker")
+    world.values["marker"] = marker
+    _run_ok(world, sandbox.id, f"printf '%s' '{marker}' > {MARKER_FILE}")
+
+
+def _expect_marker(world: World, sandbox_id: str, who: str) -> None:
+    marker = world.values["marker"]
+    outcome = world.provider.exec(sandbox_id, ExecRequest(command=f"cat {MARKER_FILE}"))
+    expect(outcome.outcome == "ran" and outcome.exit_code == 0 and outcome.stdout == marker.encode(),
+           f"{who} ({sandbox_id}) should hold {MARKER_FILE} containing {marker!r}; `cat {MARKER_FILE}` gave "
+           f"{outcome.describe()}")
+
+
+@then("the marker file is still there")
+def _(world: World) -> None:
+    _expect_marker(world, world.require_sandbox().id, "the sandbox")
+
+
+@then("the new sandbox has the marker file")
+def _(world: World) -> None:
+    _expect_marker(world, _new_sandbox(world).id, "the new sandbox")
+
+
+@when("I write a file in the new sandbox")
+def _(world: World) -> None:
+    _run_ok(world, _new_sandbox(world).id, f"printf 'copy only' > {COPY_ONLY_FILE}")
+
+
+@then("that file does not appear in the original sandbox")
+def _(world: World) -> None:
+    original = world.require_sandbox()
+    seen = _run_ok(world, original.id, f"if [ -e {COPY_ONLY_FILE} ]; then echo present; else echo absent; fi")
+    expect(seen.strip() == b"absent",
+           f"a file written in the new sandbox ({_new_sandbox(world).id}) appeared in the original sandbox "
+           f"({original.id}); the two must not share their files")
+
+
+@then("the new sandbox is a different sandbox")
+def _(world: World) -> None:
+    new, original = _new_sandbox(world), world.require_sandbox()
+    expect(new.id != original.id, f"the new sandbox has the original's id {original.id!r}")
+
+
+@then("both the original and the new sandbox are described as running")
+def _(world: World) -> None:
+    _expect_state(world, world.require_sandbox().id, "running", "the original sandbox")
+    _expect_state(world, _new_sandbox(world).id, "running", "the new sandbox")
+
+
+@given("a sandbox labelled with a generated label")
+def _(world: World) -> None:
+    world.values["old_label"] = {"conformance-label": world.token("old")}
+    world.create_sandbox(labels=world.values["old_label"])
+
+
+@when("I replace the sandbox's labels with a new generated label, keeping the run label")
+def _(world: World) -> None:
+    sandbox = world.require_sandbox()
+    # Keep what the suite itself put there (the run label its sweep looks for); drop the scenario's own.
+    kept = {k: v for k, v in sandbox.status.labels.items() if k not in world.values["old_label"]}
+    world.values["new_label"] = {"conformance-new-label": world.token("new")}
+    world.values["new_labels"] = {**kept, **world.values["new_label"]}
+    _invoke_ok(world, "set labels", sandbox.id, labels=world.values["new_labels"])
+
+
+@then("the sandbox is described with exactly the new labels")
+def _(world: World) -> None:
+    labels = dict(world.provider.describe(world.require_sandbox().id).labels)
+    expect(labels == world.values["new_labels"],
+           f"set labels replaces every label: expected exactly {world.values['new_labels']}, described {labels}")
+
+
+@then("listing by the new label finds the sandbox")
+def _(world: World) -> None:
+    sandbox_id = world.require_sandbox().id
+    listed = _ids(world.provider.list(world.values["new_label"]))
+    expect(sandbox_id in listed,
+           f"listing by {world.values['new_label']} should find {sandbox_id}; it listed {listed}")
+
+
+@then("listing by the replaced label does not find it")
+def _(world: World) -> None:
+    sandbox_id = world.require_sandbox().id
+    listed = _ids(world.provider.list(world.values["old_label"]))
+    expect(sandbox_id not in listed,
+           f"listing by the replaced label {world.values['old_label']} still finds {sandbox_id}")
+
+
+@when("I undelete the sandbox")
+def _(world: World, request: pytest.FixtureRequest) -> None:
+    sandbox_id = world.require_sandbox().id
+    world.last = attempt(lambda: world.provider.invoke("undelete", sandbox_id))
+    if world.last.error is None:
+        _cleanup(request, lambda: world.provider.delete(sandbox_id))
+
+
+@then("the undelete answers a handle for the same sandbox")
+def _(world: World) -> None:
+    sandbox_id = world.require_sandbox().id
+    handle = world.last.expect_success(f"undelete of sandbox {sandbox_id}")
+    expect(isinstance(handle, SandboxHandle), f"undelete should answer a HandleInfo; it answered {handle!r}")
+    expect(handle.id == sandbox_id, f"undelete of {sandbox_id!r} answered a handle for {handle.id!r}")
+
+
+# -- snapshots -----------------------------------------------------------------------------------
+
+
+def _forget_snapshot(world: World, request: pytest.FixtureRequest, snapshot_id: str, provider: Any = None) -> None:
+    provider = provider or world.provider
+    if provider.capabilities.declares("snapshots"):
+        _cleanup(request, lambda: provider.invoke("delete a snapshot", None, snapshot_id=snapshot_id))
+
+
+@when("I take a filesystem snapshot of the sandbox")
+def _(world: World, request: pytest.FixtureRequest) -> None:
+    name = world.token("conformance-snapshot")
+    answer = _invoke_ok(world, "snapshot", world.require_sandbox().id, include_memory=False, name=name)
+    world.values["snapshot_name"] = name
+    world.values["snapshot_id"] = answer["snapshot_id"]
+    _forget_snapshot(world, request, answer["snapshot_id"])
+
+
+@when("I create a sandbox from that snapshot by name")
+def _(world: World) -> None:
+    source = {"snapshot": {"name": world.values["snapshot_name"]}}
+    outcome = attempt(lambda: world.provider.create(SandboxRequest(extra={"source": source})))
+    world.values["new_sandbox"] = outcome.expect_success(
+        f"creating a sandbox from snapshot {world.values['snapshot_name']!r} (source.snapshot.name)")
+
+
+@when("I snapshot the sandbox including its memory and running processes")
+def _(world: World, request: pytest.FixtureRequest) -> None:
+    world.last = attempt(lambda: world.provider.invoke("snapshot", world.require_sandbox().id, include_memory=True))
+    if world.last.error is None and isinstance(world.last.answer, dict) and world.last.answer.get("snapshot_id"):
+        _forget_snapshot(world, request, world.last.answer["snapshot_id"])
+
+
+@then("the snapshot is taken if live-process snapshots are declared, and otherwise refused as unsupported "
+      "naming snapshots.live_process_state")
+def _(world: World) -> None:
+    what = "a snapshot with include_memory true"
+    if _sandbox_declares(world, "snapshots.live_process_state"):
+        world.last.expect_success(f"{what} (snapshots.live_process_state_from_sandbox is declared)")
+        return
+    error = _expect_refusal(world.last, f"{what}, from a provider that does not declare live-process snapshots",
+                            "unsupported")
+    expect(error.detail.get("capability") == "snapshots.live_process_state",
+           f"the refusal of {what} should name capability snapshots.live_process_state; it names "
+           f"{error.detail.get('capability')!r}")
+
+
+@when("I create a snapshot of the sandbox")
+def _(world: World, request: pytest.FixtureRequest) -> None:
+    name = world.token("conformance-snapshot")
+    answer = _invoke_ok(world, "create a snapshot", world.require_sandbox().id, name=name)
+    world.values["snapshot_id"] = answer["snapshot_id"]
+    _forget_snapshot(world, request, answer["snapshot_id"])
+
+
+def _snapshot_status(world: World) -> dict[str, Any]:
+    snapshot_id = world.values["snapshot_id"]
+    status = _invoke_ok(world, "get a snapshot", None, snapshot_id=snapshot_id)["status"]
+    expect(status.get("id") == snapshot_id,
+           f"get of snapshot {snapshot_id!r} answered the status of {status.get('id')!r}")
+    return status
+
+
+@then("the snapshot is described with a known snapshot state")
+def _(world: World) -> None:
+    state = _snapshot_status(world).get("state")
+    expect(state in SNAPSHOT_STATES,
+           f"snapshot state {state!r} is not one of the protocol's snapshot states "
+           f"({', '.join(sorted(SNAPSHOT_STATES))})")
+
+
+@then(parsers.re(r"the snapshot is described as (?P<state>active|inactive)$"))
+def _(world: World, state: str) -> None:
+    described = _snapshot_status(world).get("state")
+    expect(described == state, f"snapshot {world.values['snapshot_id']} should be {state}; it is {described!r}")
+
+
+def _delete_snapshot(world: World) -> Attempt:
+    snapshot_id = world.values["snapshot_id"]
+    return attempt(lambda: world.provider.invoke("delete a snapshot", None, snapshot_id=snapshot_id))
+
+
+@when("I delete the snapshot twice at the same time")
+def _(world: World) -> None:
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        futures = [pool.submit(_delete_snapshot, world) for _ in range(2)]
+        world.attempts.extend(f.result() for f in futures)
+
+
+@when("I delete the snapshot once more")
+def _(world: World) -> None:
+    world.attempts.append(_delete_snapshot(world))
+
+
+@then("every snapshot delete succeeds")
+def _(world: World) -> None:
+    for number, outcome in enumerate(world.attempts, start=1):
+        outcome.expect_success(f"delete number {number} of snapshot {world.values['snapshot_id']}")
+
+
+@then("the snapshot is reported gone")
+def _(world: World) -> None:
+    snapshot_id = world.values["snapshot_id"]
+    outcome = attempt(lambda: world.provider.invoke("get a snapshot", None, snapshot_id=snapshot_id))
+    if outcome.error is not None:
+        _expect_refusal(outcome, f"get of deleted snapshot {snapshot_id}", "not_found")
+        return
+    state = outcome.answer["status"].get("state")
+    expect(state == "deleting", f"deleted snapshot {snapshot_id} is still described, in state {state!r}")
+
+
+@when(parsers.re(r"I (?P<verb>activate|deactivate) the snapshot$"))
+def _(world: World, verb: str) -> None:
+    snapshot_id = world.values["snapshot_id"]
+    world.last = attempt(lambda: world.provider.invoke(f"{verb} a snapshot", None, snapshot_id=snapshot_id))
+    if verb == "activate":
+        world.last.expect_success("activating the snapshot")
+
+
+@then("the deactivation is served if snapshot activation is declared, and otherwise refused as unsupported "
+      "naming snapshots.activation")
+def _(world: World) -> None:
+    if world.provider.capabilities.declares("snapshots.activation"):
+        world.last.expect_success("deactivating a snapshot (snapshots.activation is declared)")
+        return
+    error = _expect_refusal(world.last, "deactivating a snapshot without declaring snapshots.activation",
+                            "unsupported")
+    expect(error.detail.get("capability") == "snapshots.activation",
+           f"the refusal should name capability snapshots.activation; it names {error.detail.get('capability')!r}")
+
+
+@given("a sandbox created through a freshly started provider")
+def _(world: World) -> None:
+    world.fresh = world.start_fresh(handshake=True)
+    world.sandbox = world.fresh.create(SandboxRequest())
+
+
+@when(parsers.re(r"I create a snapshot of the sandbox asking for a different (?P<field>sandbox_kind|resources)$"))
+def _(world: World, field: str, request: pytest.FixtureRequest) -> None:
+    fresh = world.fresh
+    expect(fresh is not None and fresh.raw is not None, "this scenario needs a wire-level channel")
+    status = world.require_sandbox().status.raw or {}
+    # Whatever the sandbox has, ask for something else: a snapshot inherits kind and resources.
+    if field == "sandbox_kind":
+        different: Any = "virtual_machine" if status.get("sandbox_kind") == "container" else "container"
+    else:
+        cpu_cores = (status.get("resources") or {}).get("cpu_cores")
+        different = {"cpu_cores": (cpu_cores or 1) + 1}
+    spec = {"name": world.token("conformance-snapshot"),
+            "source": {"sandbox": {"id": world.require_sandbox().id, "include_memory": False}}, field: different}
+    world.values["asked"] = different
+    world.last = attempt(lambda: fresh.raw.call("snapshot/create", {"spec": spec}))
+    if world.last.error is None and isinstance(world.last.answer, dict) and world.last.answer.get("snapshot_id"):
+        _forget_snapshot(world, request, world.last.answer["snapshot_id"], provider=fresh)
+
+
+@then(parsers.re(r"the snapshot request is refused as invalid_spec naming (?P<field>sandbox_kind|resources)$"))
+def _(world: World, field: str) -> None:
+    _expect_refusal(world.last, f"a snapshot of a sandbox asking for {field} {world.values['asked']!r}, which the "
+                                f"sandbox does not have", "invalid_spec", field)
+
+
+@when(parsers.re(r"I list the provider's (?P<service>snapshots|volumes)$"))
+def _(world: World, service: str) -> None:
+    world.values["service"] = service
+    world.last = attempt(lambda: world.provider.invoke(f"list {service}", None))
+
+
+@then(parsers.re(r"the listing is served if (?P<service>snapshots|volumes) is declared, and otherwise refused as "
+                  r"unsupported naming (?P<named>snapshots|volumes)$"))
+def _(world: World, service: str, named: str) -> None:
+    if world.provider.capabilities.declares(service):
+        world.last.expect_success(f"listing {service} ({service} is declared)")
+        return
+    error = _expect_refusal(world.last, f"listing {service} while the {service} capability is null", "unsupported")
+    expect(error.detail.get("capability") == named,
+           f"the refusal should name capability {named}; it names {error.detail.get('capability')!r}")
+
+
+# -- platform info -------------------------------------------------------------------------------
+
+
+@when("I ask for the sandbox's platform info")
+def _(world: World) -> None:
+    world.values["platform"] = world.provider.platform_info(world.require_sandbox().id)
+
+
+@then("the platform names a non-empty lowercase operating system")
+def _(world: World) -> None:
+    os_name = world.values["platform"].get("os")
+    expect(isinstance(os_name, str) and os_name != "" and os_name == os_name.lower(),
+           f"platform os should be a non-empty lowercase name such as linux or macos; it is {os_name!r}")
+
+
+@then("the platform names an architecture, not a kernel release")
+def _(world: World) -> None:
+    arch = world.values["platform"].get("arch")
+    expect(isinstance(arch, str) and arch != "" and "." not in arch,
+           f"platform arch should be an architecture name such as x86_64 or aarch64; it is {arch!r}")
+
+
+# -- creation specs ------------------------------------------------------------------------------
+
+
+def _spec_request(world: World, field: str) -> SandboxRequest:
+    if field == "sandbox_kind":
+        world.values["asked"] = "container"
+        return SandboxRequest(extra={"sandbox_kind": "container"})
+    if field == "region":
+        world.values["asked"] = world.token("conformance-region")
+        return SandboxRequest(extra={"region": world.values["asked"]})
+    if field == "user":
+        world.values["asked"] = "nobody"
+        return SandboxRequest(extra={"user": "nobody"})
+    if field == "resources":
+        world.values["asked"] = 1
+        return SandboxRequest(cpu_cores=1)
+    raise AssertionError(f"the suite knows no creation-spec field {field!r}")
+
+
+@when(parsers.re(r"I create a sandbox asking for (?P<field>sandbox_kind|region|user|resources)$"))
+def _(world: World, field: str) -> None:
+    world.last = attempt(lambda: world.provider.create(_spec_request(world, field)))
+    if world.last.error is None:
+        world.sandbox = world.last.answer
+
+
+def _honoured(world: World, field: str) -> tuple[bool, Any]:
+    """Whether the new sandbox visibly has what was asked, and what it has instead."""
+    sandbox = world.require_sandbox()
+    status = world.provider.describe(sandbox.id).raw or {}
+    if field in ("sandbox_kind", "region"):
+        return status.get(field) == world.values["asked"], f"its status reports {field} {status.get(field)!r}"
+    if field == "resources":
+        cores = (status.get("resources") or {}).get("cpu_cores")
+        return cores == world.values["asked"], f"its status reports cpu_cores {cores!r}"
+    user = _run_ok(world, sandbox.id, "id -un").decode(errors="replace").strip()
+    return user == world.values["asked"], f"its commands run as {user!r}"
+
+
+@then(parsers.re(r"the sandbox honours (?P<field>sandbox_kind|region|user|resources), or the create is refused as "
+                  r"invalid_spec naming (?P<named>[a-z_.]+)$"))
+def _(world: World, field: str, named: str) -> None:
+    if world.last.error is not None:
+        _expect_refusal(world.last, f"a create asking for {field} {world.values['asked']!r}", "invalid_spec", named)
+        return
+    honoured, instead = _honoured(world, field)
+    expect(honoured, f"the create asking for {field} {world.values['asked']!r} succeeded, but {instead}; a "
+                     "field the provider cannot honour must be refused as invalid_spec naming it, never ignored")
+
+
+@when("I create a sandbox with a generated name")
+def _(world: World) -> None:
+    world.values["name"] = world.token("conformance-name")
+    world.create_sandbox(name=world.values["name"])
+
+
+@then("the sandbox's status reports that name")
+def _(world: World) -> None:
+    sandbox = world.require_sandbox()
+    for where, status in (("create answer", sandbox.status), ("describe", world.provider.describe(sandbox.id))):
+        expect(status.name == world.values["name"],
+               f"the {where} reports name {status.name!r}; the create asked for {world.values['name']!r}")
+
+
+# -- timers ----------------------------------------------------------------------------------------
+
+
+def _timers(**set_to: Any) -> dict[str, Any]:
+    return {name: set_to.get(name) for name in TIMER_NAMES}
+
+
+@when("I create a sandbox whose lifecycle timers are all left unset")
+def _(world: World) -> None:
+    outcome = attempt(lambda: world.provider.create(SandboxRequest(extra={"timers": _timers()})))
+    world.sandbox = outcome.expect_success("a create whose timers are all null (the provider's defaults)")
+
+
+@when("I set the sandbox's timers, leaving them all unset")
+def _(world: World) -> None:
+    world.last = attempt(lambda: world.provider.invoke("set timers", world.require_sandbox().id, timers=_timers()))
+    world.values["timers"] = "every timer null (the provider's defaults)"
+
+
+@when("I switch the sandbox's idle auto-stop timer off with a zero duration")
+def _(world: World) -> None:
+    timers = _timers(auto_stop_after_idle={"secs": 0, "nanos": 0})
+    world.last = attempt(lambda: world.provider.invoke("set timers", world.require_sandbox().id, timers=timers))
+    world.values["timers"] = "auto_stop_after_idle zero (switched off)"
+
+
+@then("the timers are accepted")
+def _(world: World) -> None:
+    world.last.expect_success(f"set timers with {world.values['timers']}")
+
+
+@then("the timers are accepted, or refused as invalid_spec naming the timers")
+def _(world: World) -> None:
+    if world.last.error is not None:
+        _expect_refusal(world.last, f"set timers with {world.values['timers']}", "invalid_spec", "timers")
+
+
+@then("the sandbox is still described as running after staying idle for a moment")
+def _(world: World) -> None:
+    time.sleep(1.5)  # a zero timer mistaken for "now" fires at once; give it time to show
+    _expect_state(world, world.require_sandbox().id, "running")
+
+
+# -- fork, resize, network -------------------------------------------------------------------------
+
+
+@when("I fork the sandbox without its memory")
+def _(world: World) -> None:
+    world.last = attempt(lambda: world.provider.invoke("fork", world.require_sandbox().id, include_memory=False))
+
+
+@then("the fork is refused as invalid_spec naming include_memory, or as unsupported naming lifecycle.fork "
+      "when forks are not declared")
+def _(world: World) -> None:
+    what = "a fork with include_memory false"
+    error = world.last.expect_application_error(what)
+    if error.kind == "unsupported" and not _sandbox_declares(world, "lifecycle.fork"):
+        expect(error.detail.get("capability") == "lifecycle.fork",
+               f"the unsupported answer to {what} names {error.detail.get('capability')!r} instead of lifecycle.fork")
+        return
+    _expect_refusal(world.last, what, "invalid_spec", "include_memory")
+
+
+@when("I fork the sandbox with its memory")
+def _(world: World) -> None:
+    handle = _invoke_ok(world, "fork", world.require_sandbox().id, include_memory=True)
+    expect(isinstance(handle, SandboxHandle), f"a fork should answer a HandleInfo; it answered {handle!r}")
+    world.values["new_sandbox"] = handle
+
+
+@when("I resize the sandbox to a different number of CPU cores")
+def _(world: World) -> None:
+    sandbox = world.require_sandbox()
+    current = ((world.provider.describe(sandbox.id).raw or {}).get("resources") or {}).get("cpu_cores")
+    world.values["cpu_cores"] = 2 if current == 1 else 1
+    _invoke_ok(world, "resize", sandbox.id, cpu_cores=world.values["cpu_cores"])
+
+
+@then("the sandbox is described with that number of CPU cores")
+def _(world: World) -> None:
+    resources = (world.provider.describe(world.require_sandbox().id).raw or {}).get("resources") or {}
+    expect(resources.get("cpu_cores") == world.values["cpu_cores"],
+           f"after a resize to {world.values['cpu_cores']} CPU cores the sandbox reports resources {resources!r}")
+
+
+@when("I change the sandbox's network policy to one the provider declares")
+def _(world: World) -> None:
+    caps = world.provider.capabilities
+    policy = "allow_all" if caps.declares("network.allow_all") else "block" if caps.declares("network.block_all") \
+        else "provider_default"
+    world.values["policy"] = policy
+    world.last = attempt(lambda: world.provider.invoke("update network", world.require_sandbox().id, network=policy))
+
+
+@then("the change is accepted")
+def _(world: World) -> None:
+    world.last.expect_success(f"changing the network policy to {world.values['policy']}")
+
+
+@then("the sandbox's status reports the new network policy, if it reports one")
+def _(world: World) -> None:
+    reported = (world.provider.describe(world.require_sandbox().id).raw or {}).get("network")
+    expect(reported is None or reported == world.values["policy"],
+           f"after changing the network policy to {world.values['policy']!r} the status still reports {reported!r}")
+
+
+@then("the sandbox still runs commands")
+def _(world: World) -> None:
+    _run_ok(world, world.require_sandbox().id, "true")
+
+
+# -- volumes ---------------------------------------------------------------------------------------
+
+
+@when("I create a volume")
+def _(world: World, request: pytest.FixtureRequest) -> None:
+    name = world.token("conformance-volume")
+    volume_id = _invoke_ok(world, "create a volume", None, name=name)["volume_id"]
+    world.values.update(volume_name=name, volume_id=volume_id)
+    _cleanup(request, lambda: world.provider.invoke("delete a volume", None, volume_id=volume_id))
+
+
+@then("the volume is described with a known volume state")
+def _(world: World) -> None:
+    volume_id = world.values["volume_id"]
+    status = _invoke_ok(world, "get a volume", None, volume_id=volume_id)["status"]
+    expect(status.get("id") == volume_id, f"get of volume {volume_id!r} answered the status of {status.get('id')!r}")
+    expect(status.get("state") in VOLUME_STATES,
+           f"volume state {status.get('state')!r} is not one of the protocol's volume states "
+           f"({', '.join(sorted(VOLUME_STATES))})")
+
+
+@then("listing volumes includes it")
+def _(world: World) -> None:
+    listed = [v.get("id") for v in _invoke_ok(world, "list volumes", None)["volumes"]]
+    expect(world.values["volume_id"] in listed, f"volume {world.values['volume_id']} is not listed; listed {listed}")
+
+
+@when(parsers.re(r"I delete the volume(?: again)?$"))
+def _(world: World) -> None:
+    volume_id = world.values["volume_id"]
+    world.attempts.append(attempt(lambda: world.provider.invoke("delete a volume", None, volume_id=volume_id)))
+
+
+@then("both volume deletes succeed")
+def _(world: World) -> None:
+    expect(len(world.attempts) == 2, f"expected two volume deletes, saw {len(world.attempts)}")
+    for number, outcome in enumerate(world.attempts, start=1):
+        outcome.expect_success(f"delete number {number} of volume {world.values['volume_id']}")
+
+
+@then("the volume is reported gone")
+def _(world: World) -> None:
+    volume_id = world.values["volume_id"]
+    outcome = attempt(lambda: world.provider.invoke("get a volume", None, volume_id=volume_id))
+    if outcome.error is not None:
+        _expect_refusal(outcome, f"get of deleted volume {volume_id}", "not_found")
+        return
+    state = outcome.answer["status"].get("state")
+    expect(state in ("deleting", "deleted"), f"deleted volume {volume_id} is still described, in state {state!r}")
+
+
+# -- ssh access ------------------------------------------------------------------------------------
+
+
+def _timestamp(value: Any) -> float | None:
+    """Seconds since the epoch of a v1 timestamp: RFC 3339 text or the structural form."""
+    if isinstance(value, dict) and isinstance(value.get("secs_since_epoch"), int):
+        return value["secs_since_epoch"] + value.get("nanos_since_epoch", 0) / 1e9
+    if isinstance(value, str):
+        try:
+            return datetime.datetime.fromisoformat(value).timestamp()
+        except ValueError:
+            return None
+    return None
+
+
+@when("I ask for SSH access to the sandbox")
+def _(world: World) -> None:
+    answer = _invoke_ok(world, "create ssh access", world.require_sandbox().id)
+    world.values["ssh"] = answer.get("access") or {}
+
+
+@then("the access is a single command line with no placeholders left to fill in")
+def _(world: World) -> None:
+    command = world.values["ssh"].get("command")
+    expect(isinstance(command, str) and command.strip() != "", f"the SSH access carries no command: {command!r}")
+    expect("\n" not in command.strip(), f"the SSH access command spans several lines: {command!r}")
+    leftover = PLACEHOLDER.search(command)
+    expect(leftover is None, f"the SSH access command {command!r} still has a placeholder "
+                             f"{leftover and leftover.group()!r}; it must run as it is")
+
+
+@when(parsers.parse("I ask for SSH access to the sandbox for {seconds:d} seconds"))
+def _(world: World, seconds: int) -> None:
+    world.values["ttl_s"] = seconds
+    world.values["asked_at"] = time.time()
+    world.last = attempt(lambda: world.provider.invoke("create ssh access", world.require_sandbox().id,
+                                                       ttl_ms=seconds * 1000))
+
+
+@then(parsers.parse("the access expires within {seconds:d} seconds if SSH lifetimes are declared, and otherwise "
+                    "is refused as unsupported naming access.ssh.ttl"))
+def _(world: World, seconds: int) -> None:
+    what = f"SSH access for {seconds} seconds"
+    if not _sandbox_declares(world, "access.ssh.ttl"):
+        error = _expect_refusal(world.last, f"{what} from a provider without access.ssh_ttl", "unsupported")
+        expect(error.detail.get("capability") == "access.ssh.ttl",
+               f"the refusal should name capability access.ssh.ttl; it names {error.detail.get('capability')!r}")
+        return
+    access = (world.last.expect_success(f"{what} (access.ssh_ttl is declared)") or {}).get("access") or {}
+    expires = _timestamp(access.get("expires_at"))
+    asked_at = world.values["asked_at"]
+    # Minutes of slack either way: a remote provider's clock need not agree with ours.
+    expect(expires is not None and asked_at - 120 <= expires <= asked_at + seconds + 120,
+           f"{what} should expire about {seconds} s from now; it says expires_at {access.get('expires_at')!r}")
+
+
+@then("the access carries a token")
+def _(world: World) -> None:
+    token = world.values["ssh"].get("token")
+    expect(isinstance(token, str) and token != "",
+           f"a provider that declares access.ssh_revoke must hand out revocable tokens; the access carries {token!r}")
+
+
+@when("I revoke that token")
+def _(world: World) -> None:
+    token = world.values["ssh"]["token"]
+    world.last = attempt(lambda: world.provider.invoke("revoke ssh access", world.require_sandbox().id, token=token))
+
+
+@then("the revocation succeeds")
+def _(world: World) -> None:
+    world.last.expect_success("revoking the token the SSH access came with")

@@ -1,4 +1,5 @@
-"""Every scenario can fail: each catalogued mutant turns exactly its scenarios red."""
+"""Every scenario can fail: each catalogued mutant turns exactly its scenarios red, and each control
+variant (a double that honestly offers what the reference cannot) turns its scenarios green."""
 
 from __future__ import annotations
 
@@ -6,10 +7,14 @@ import pytest
 
 from conformance.reference.mutants import REGISTRY, catalogue
 from conformance.reporting.catalogue import all_scenarios
-
 from tests.helpers import plugin_command
 
 ENTRIES = catalogue()
+SCENARIOS = {entry.id: entry for entry in all_scenarios()}
+
+
+def _named(entry: dict) -> set[str]:
+    return set(entry.get("fails", [])) | set(entry.get("may_fail", [])) | set(entry.get("passes", []))
 
 
 def test_catalogue_names_only_registered_mutants_once() -> None:
@@ -20,28 +25,33 @@ def test_catalogue_names_only_registered_mutants_once() -> None:
 
 
 def test_catalogue_names_only_existing_scenarios() -> None:
-    known = {entry.id for entry in all_scenarios()}
     for entry in ENTRIES:
-        named = set(entry["fails"]) | set(entry.get("may_fail", []))
-        assert named <= known, f"{entry['name']} names unknown scenarios {named - known}"
+        unknown = _named(entry) - set(SCENARIOS)
+        assert not unknown, f"{entry['name']} names unknown scenarios {sorted(unknown)}"
+        assert entry.get("fails") or entry.get("passes"), f"{entry['name']} names no scenario"
 
 
 def test_every_scenario_has_a_mutant_that_fails_it() -> None:
-    covered = {sid for entry in ENTRIES for sid in entry["fails"]}
-    uncovered = sorted(entry.id for entry in all_scenarios() if entry.id not in covered)
+    covered = {sid for entry in ENTRIES for sid in entry.get("fails", [])}
+    uncovered = sorted(sid for sid in SCENARIOS if sid not in covered)
     assert not uncovered, f"scenarios no mutant proves can fail: {uncovered}"
 
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e["name"] for e in ENTRIES])
-def test_mutant_fails_exactly_its_scenarios(entry, suite) -> None:
-    run = suite("--plugin", plugin_command("--mutant", entry["name"]))
-    assert run.exit_code == 1, f"expected exit 1, got {run.exit_code}\n{run.stderr[-2000:]}"
+def test_each_variant_fails_and_passes_exactly_its_scenarios(entry, suite) -> None:
+    features = sorted({SCENARIOS[sid].feature for sid in _named(entry)})
+    selection = [argument for feature in features for argument in ("--feature", feature)]
+    run = suite("--plugin", plugin_command("--mutant", entry["name"]), *selection)
+    expected_fail = set(entry.get("fails", []))
+    assert run.exit_code == (1 if expected_fail else 0), f"exit {run.exit_code}\n{run.stdout[-3000:]}{run.stderr[-2000:]}"
     errors = run.with_outcome("error")
     assert not errors, f"the suite blamed itself instead of the provider: {errors}"
     failed = run.with_outcome("failed")
-    expected = set(entry["fails"])
-    missing = expected - failed
+    missing = expected_fail - failed
     assert not missing, f"{entry['name']} should fail {sorted(missing)}; outcomes: {run.outcomes()}"
+    passed = run.with_outcome("passed")
+    not_passed = set(entry.get("passes", [])) - passed
+    assert not not_passed, f"{entry['name']} should pass {sorted(not_passed)}; outcomes: {run.outcomes()}"
     if entry.get("exact", True):
-        unexpected = failed - expected - set(entry.get("may_fail", []))
+        unexpected = failed - expected_fail - set(entry.get("may_fail", []))
         assert not unexpected, f"{entry['name']} also failed {sorted(unexpected)}"

@@ -28,7 +28,8 @@ def test_the_wheel_carries_features_steps_and_schemas(wheel: Path) -> None:
         assert any(n.startswith(f"conformance/_bundle/{folder}/") for n in names), f"{folder} missing from the wheel"
     assert "conformance/_bundle/features/exec.feature" in names
     assert "conformance/_bundle/schemas/sandbox-driver-v1/common.json" in names
-    assert "conformance/reference/mutants/catalogue.yaml" in names
+    assert "conformance/reference/mutants/catalogue/v1-core.yaml" in names
+    assert "conformance/requirements/sandbox-driver-v1.yaml" in names
 
 
 @pytest.mark.slow

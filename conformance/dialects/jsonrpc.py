@@ -62,12 +62,13 @@ class Violation:
 
 @dataclass
 class Inbound:
-    """A message the plugin sent, in arrival order."""
+    """A message the plugin sent; ``sequence`` is its position among everything received."""
 
     at: float
     message: Any
     text: str
     raw: bytes = field(repr=False, default=b"")
+    sequence: int = 0
 
     @property
     def is_response(self) -> bool:
@@ -90,6 +91,7 @@ class PendingCall:
         self.timeout_s = timeout_s
         self.sent_at = time.monotonic()
         self.answered_at: float | None = None
+        self.answer_sequence: int | None = None
         self.future: Future[Any] = Future()
 
     def done(self) -> bool:
@@ -116,7 +118,9 @@ class JsonRpcConnection:
         self._ids = itertools.count(1)  # id 0 is what plugins answer to lines they could not parse
         self._pending: dict[int, PendingCall] = {}
         self._lock = threading.Lock()
-        self._routes: dict[tuple[str, str], queue.Queue[Inbound]] = {}
+        self._routes: dict[tuple[str, str], Callable[[Inbound], None]] = {}
+        self._watchers: dict[str, list[Callable[[Inbound], None]]] = {}
+        self._received = itertools.count(1)
         self._observers: list[Observer] = []
         self._violations: list[Violation] = []
         self._inbox: queue.Queue[Inbound] | None = None
@@ -225,12 +229,18 @@ class JsonRpcConnection:
 
     # -- routing of notifications ----------------------------------------------------------------
 
-    def subscribe(self, route: tuple[str, str]) -> queue.Queue[Inbound]:
-        """Collect notifications whose (method, key) the dialect routes to ``route``."""
+    def subscribe(self, route: tuple[str, str], listener: Callable[[Inbound], None] | None = None) -> queue.Queue[Inbound]:
+        """Deliver notifications the dialect routes to ``route`` (a (method, key) pair) to ``listener``,
+        called on the reader thread in arrival order; without one they are queued and returned."""
         box: queue.Queue[Inbound] = queue.Queue()
         with self._lock:
-            self._routes[route] = box
+            self._routes[route] = listener or box.put
         return box
+
+    def listen_all(self, method: str, listener: Callable[[Inbound], None]) -> None:
+        """Also deliver every notification of ``method`` to ``listener``, whatever its route."""
+        with self._lock:
+            self._watchers.setdefault(method, []).append(listener)
 
     def unsubscribe(self, route: tuple[str, str]) -> None:
         with self._lock:
@@ -249,6 +259,7 @@ class JsonRpcConnection:
 
     def _on_line(self, raw: bytes) -> None:
         self.stdout_lines += 1
+        sequence = next(self._received)
         text = raw.decode("utf-8", errors="replace")
         if not raw.strip():
             self._emit("note", "(blank line on stdout)")
@@ -258,9 +269,9 @@ class JsonRpcConnection:
             message = json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             self._violation(f"stdout carried a line that is not JSON ({exc.msg if hasattr(exc, 'msg') else exc})", text)
-            self._deliver_to_inbox(Inbound(time.monotonic(), None, text, raw))
+            self._deliver_to_inbox(Inbound(time.monotonic(), None, text, raw, sequence))
             return
-        inbound = Inbound(time.monotonic(), message, text, raw)
+        inbound = Inbound(time.monotonic(), message, text, raw, sequence)
         if isinstance(message, list):
             self._violation("the plugin sent a JSON array (batches are not allowed)", text)
             self._deliver_to_inbox(inbound)
@@ -290,6 +301,7 @@ class JsonRpcConnection:
                 self._violation(f"a response carried id {request_id!r}, which no outstanding request has", inbound.text)
             return
         call.answered_at = inbound.at
+        call.answer_sequence = inbound.sequence
         if "error" in message and isinstance(message["error"], dict):
             call.future.set_exception(self._error_answer(call.method, message["error"], inbound.text))
             return
@@ -315,12 +327,15 @@ class JsonRpcConnection:
             self._violation(f"the {method} notification violates its schema {problem}", inbound.text)
             break
         route = self.rules.notification_route(method, params)
-        box = None
-        if route is not None:
-            with self._lock:
-                box = self._routes.get(route)
-        if box is not None:
-            box.put(inbound)
+        listener = None
+        with self._lock:
+            if route is not None:
+                listener = self._routes.get(route)
+            watchers = list(self._watchers.get(method, ()))
+        if listener is not None:
+            listener(inbound)
+        for watcher in watchers:
+            watcher(inbound)
         self._deliver_to_inbox(inbound)
 
     def _deliver_to_inbox(self, inbound: Inbound) -> None:

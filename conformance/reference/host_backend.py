@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -21,6 +22,7 @@ from typing import Any
 from conformance.reference.sanitize import Sanitizer
 
 TERM_GRACE_S = 2.0
+SNAPSHOT_ID = re.compile(r"snap-[0-9a-f]{20}")
 DRAIN_GRACE_S = 2.0
 SAFE_ENVIRONMENT = {"PATH", "HOME", "USER", "SHELL", "LANG", "TERM", "TMPDIR", "GOPATH", "CARGO_HOME", "NVM_DIR"}
 _SECRET_SUFFIXES = ("_api_key", "_secret", "_token", "_password", "_credential")
@@ -107,6 +109,7 @@ class HostSandbox:
     state: str = "running"
     created_at: float = field(default_factory=time.time)
     processes: set[subprocess.Popen[bytes]] = field(default_factory=set)
+    provision_log: list[str] = field(default_factory=list)
 
     def record(self) -> dict[str, Any]:
         return {"id": self.id, "name": self.name, "labels": self.labels, "env": self.env,
@@ -172,11 +175,18 @@ class HostBackend:
 
     # -- sandboxes -------------------------------------------------------------------------------
 
-    def create(self, name: str | None, labels: Mapping[str, str], env: Mapping[str, str]) -> HostSandbox:
+    def create(self, name: str | None, labels: Mapping[str, str], env: Mapping[str, str],
+               from_snapshot: str | None = None) -> HostSandbox:
         sandbox_id = f"host-{uuid.uuid4().hex[:20]}"
         workspace = self.root / sandbox_id / "workspace"
-        workspace.mkdir(parents=True)
+        if from_snapshot is not None:
+            source = self._snapshot_dir(self.find_snapshot(from_snapshot)["id"]) / "files"
+            workspace.parent.mkdir(parents=True)
+            shutil.copytree(source, workspace, symlinks=True)
+        else:
+            workspace.mkdir(parents=True)
         sandbox = HostSandbox(sandbox_id, name, dict(labels), dict(env), workspace.resolve())
+        sandbox.provision_log = [f"created workspace {sandbox.workspace}", f"sandbox {sandbox_id} is running"]
         with self._lock:
             self._sandboxes[sandbox_id] = sandbox
             self._save(sandbox)
@@ -209,11 +219,78 @@ class HostBackend:
             in_progress.wait(timeout=30)
             return
         self._kill_processes(sandbox)
-        shutil.rmtree(sandbox.workspace, ignore_errors=True)
+        trash = self._trash(sandbox)
+        shutil.rmtree(trash, ignore_errors=True)
+        try:
+            sandbox.workspace.rename(trash)  # kept so undelete can restore it
+        except OSError:
+            shutil.rmtree(sandbox.workspace, ignore_errors=True)
         with self._lock:
             sandbox.state = "deleted"
             self._save(sandbox)
             self._deleting.pop(sandbox_id).set()
+
+    def _trash(self, sandbox: HostSandbox) -> Path:
+        return self.root / sandbox.id / "deleted-workspace"
+
+    def undelete(self, sandbox_id: str) -> HostSandbox:
+        """Restore a deleted sandbox and its files."""
+        with self._lock:
+            sandbox = self._sandboxes.get(sandbox_id)
+            if sandbox is None or sandbox.state != "deleted" or not self._trash(sandbox).is_dir():
+                raise not_found("sandbox", sandbox_id)
+            self._trash(sandbox).rename(sandbox.workspace)
+            sandbox.state = "running"
+            self._save(sandbox)
+        return sandbox
+
+    def archive(self, sandbox: HostSandbox) -> None:
+        """Stop every process and keep the files; start brings the sandbox back."""
+        if sandbox.state not in ("running", "stopped", "archived"):
+            raise invalid_state(sandbox.state, "archive")
+        self._kill_processes(sandbox)
+        with self._lock:
+            sandbox.state = "archived"
+            self._save(sandbox)
+
+    # -- filesystem snapshots --------------------------------------------------------------------
+
+    def _snapshot_dir(self, snapshot_id: str) -> Path:
+        # Ids come from the wire: only ids this backend could have minted may name a directory.
+        if not SNAPSHOT_ID.fullmatch(snapshot_id):
+            raise not_found("snapshot", snapshot_id)
+        return self.root / "_snapshots" / snapshot_id
+
+    def create_snapshot(self, sandbox: HostSandbox, name: str | None) -> dict[str, Any]:
+        snapshot_id = f"snap-{uuid.uuid4().hex[:20]}"
+        directory = self._snapshot_dir(snapshot_id)
+        shutil.copytree(sandbox.workspace, directory / "files", symlinks=True)
+        size = sum(p.stat().st_size for p in (directory / "files").rglob("*") if p.is_file() and not p.is_symlink())
+        record = {"id": snapshot_id, "name": name or snapshot_id, "state": "active", "source": sandbox.id,
+                  "size_bytes": size, "created_at": time.time()}
+        (directory / "record.json").write_text(json.dumps(record))
+        return record
+
+    def snapshots(self) -> list[dict[str, Any]]:
+        records = []
+        for path in sorted((self.root / "_snapshots").glob("*/record.json")):
+            try:
+                records.append(json.loads(path.read_text()))
+            except (OSError, json.JSONDecodeError):
+                continue
+        return records
+
+    def find_snapshot(self, key: str) -> dict[str, Any]:
+        """A snapshot by id or by name (creation specs name it)."""
+        for record in self.snapshots():
+            if key in (record["id"], record["name"]):
+                return record
+        raise not_found("snapshot", key)
+
+    def delete_snapshot(self, snapshot_id: str) -> None:
+        """Idempotent: an unknown id (even one this backend could never have minted) is already gone."""
+        if SNAPSHOT_ID.fullmatch(snapshot_id):
+            shutil.rmtree(self._snapshot_dir(snapshot_id), ignore_errors=True)
 
     def stop(self, sandbox: HostSandbox) -> None:
         self._kill_processes(sandbox)
@@ -222,6 +299,27 @@ class HostBackend:
             self._save(sandbox)
 
     def start(self, sandbox: HostSandbox) -> None:
+        if sandbox.state not in ("running", "stopped", "archived"):
+            raise invalid_state(sandbox.state, "start")
+        with self._lock:
+            sandbox.state = "running"
+            self._save(sandbox)
+
+    def pause(self, sandbox: HostSandbox) -> None:
+        """Freeze every process of the sandbox; its files stay as they are."""
+        if sandbox.state not in ("running", "paused"):
+            raise invalid_state(sandbox.state, "pause")
+        for proc in list(sandbox.processes):
+            _signal_group(proc, signal.SIGSTOP)
+        with self._lock:
+            sandbox.state = "paused"
+            self._save(sandbox)
+
+    def resume(self, sandbox: HostSandbox) -> None:
+        if sandbox.state not in ("running", "paused"):
+            raise invalid_state(sandbox.state, "resume")
+        for proc in list(sandbox.processes):
+            _signal_group(proc, signal.SIGCONT)
         with self._lock:
             sandbox.state = "running"
             self._save(sandbox)
@@ -234,6 +332,7 @@ class HostBackend:
     def _kill_processes(self, sandbox: HostSandbox) -> None:
         for proc in list(sandbox.processes):
             _signal_group(proc, signal.SIGKILL)
+            _signal_group(proc, signal.SIGCONT)  # a paused group must run to die
 
     # -- exec ------------------------------------------------------------------------------------
 
@@ -267,17 +366,19 @@ class HostBackend:
         on_output: Callable[[str, bytes], None] | None = None,
         cancel: threading.Event | None = None,
         retain_limit: int | None = None,
+        argv: list[str] | None = None,
     ) -> ExecRun:
-        """Run Bash source; a timeout or cancellation ends normally with the matching termination."""
+        """Run Bash source (or ``argv`` as given); a timeout or cancellation ends normally with the
+        matching termination."""
         if sandbox.state != "running":
-            raise invalid_state(sandbox.state, "unknown")
+            raise invalid_state(sandbox.state, "unknown")  # the protocol's Action set has no "exec"
         cwd = self.resolve(sandbox, working_dir)
         if not cwd.is_dir():
             raise invalid_spec("working_dir", f"{working_dir} is not a directory in the sandbox")
         started = time.monotonic()
         try:
             proc = subprocess.Popen(
-                [self.bash, "-c", command],
+                argv if argv is not None else [self.bash, "-c", command],
                 cwd=cwd,
                 env=self.environment(sandbox, env),
                 stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
@@ -286,7 +387,7 @@ class HostBackend:
                 start_new_session=True,
             )
         except OSError as exc:
-            raise BackendError("io", f"could not start bash: {exc}", io_context="spawn") from None
+            raise BackendError("io", f"could not start the command: {exc}", io_context="spawn") from None
         sandbox.processes.add(proc)
         captures = {"stdout": Capture(retain_limit), "stderr": Capture(retain_limit)}
         sanitizers = {"stdout": Sanitizer(sanitization), "stderr": Sanitizer(sanitization)}

@@ -19,6 +19,9 @@ from typing import Any
 
 from conformance import __version__
 from conformance.reference.host_backend import BackendError, HostBackend, HostSandbox, invalid_spec
+from conformance.reference.host_events import EventSource
+from conformance.reference.host_fs import FilesystemMethods
+from conformance.reference.host_interactive import InteractiveMethods
 from conformance.reference.stdio_server import METHOD_NOT_FOUND, RpcFailure, StdioJsonRpcServer, StopServing
 
 PROTOCOL_VERSION = 1
@@ -28,27 +31,33 @@ INVALID_PARAMS = -32600
 BASE_CAPABILITIES: dict[str, Any] = {
     "isolation": "none",
     "lifecycle": {
-        "pause": False, "archive": False, "fork": False, "resize": False, "recover": False,
-        "undelete": False, "refresh_activity": False, "timers": False, "labels": False,
-        "update_network": False, "snapshot_sandbox": False,
+        "pause": True, "archive": True, "fork": False, "resize": False, "recover": False,
+        "undelete": True, "refresh_activity": True, "timers": False, "labels": True,
+        "update_network": False, "snapshot_sandbox": True,
     },
     "exec": {
         "live_streaming": True, "streams_separated": True, "stdin": True, "cancel": True,
-        "stdio_process": False, "stdin_stream": False, "environment": False,
+        "stdio_process": True, "stdin_stream": False, "environment": False,
     },
-    "fs": {"native": False, "upload": False, "download": False, "permissions": False},
+    "fs": {"native": True, "upload": True, "download": True, "permissions": True},
     "search": {"supported": False, "native": False},
     "git": {"supported": False, "native": False},
     "services": {"supported": False, "native": False},
-    "pty": None,
-    "logs": None,
+    "pty": {"resize": True},
+    "logs": {"provision": True, "entrypoint": True},
     "access": {
         "preview_urls": False, "signed_preview_urls": False, "ssh": False, "ssh_ttl": False,
         "ssh_revoke": False, "shell_command": False, "web_terminal": False, "vnc": False, "vpn": False,
     },
     "network": {"allow_all": False, "block_all": False, "cidr_allow_list": False,
                 "domain_allow_list": False, "outbound_proxy": False},
-    "snapshots": None,
+    "snapshots": {
+        "from_image": False, "from_dockerfile": False,
+        "from_image_kinds": {"container": False, "virtual_machine": False},
+        "from_dockerfile_kinds": {"container": False, "virtual_machine": False},
+        "filesystem_from_sandbox": True, "live_process_state_from_sandbox": False,
+        "build_logs": False, "activation": False,
+    },
     "volumes": None,
 }
 
@@ -83,8 +92,8 @@ GATED_METHODS: dict[str, str] = {
     "snapshot/get": "snapshots",
     "snapshot/list": "snapshots",
     "snapshot/delete": "snapshots",
-    "snapshot/activate": "snapshots",
-    "snapshot/deactivate": "snapshots",
+    "snapshot/activate": "snapshots.activation",
+    "snapshot/deactivate": "snapshots.activation",
     "snapshot/build_logs": "snapshots",
     "volume/create": "volumes",
     "volume/get": "volumes",
@@ -122,7 +131,19 @@ def b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
 
 
-class HostPlugin(StdioJsonRpcServer):
+# Methods that emit control-plane events when their request carries `events`: (action, subject type).
+EVENT_ACTIONS = {
+    "sandbox/create": ("create", "sandbox"), "sandbox/attach": ("attach", "sandbox"),
+    "sandbox/start": ("start", "sandbox"), "sandbox/stop": ("stop", "sandbox"),
+    "sandbox/delete": ("delete", "sandbox"), "sandbox/pause": ("pause", "sandbox"),
+    "sandbox/resume": ("resume", "sandbox"), "sandbox/set_labels": ("set_labels", "sandbox"),
+    "sandbox/refresh_activity": ("refresh_activity", "sandbox"), "sandbox/archive": ("archive", "sandbox"),
+    "sandbox/undelete": ("undelete", "sandbox"),
+    "snapshot/create": ("create", "snapshot"), "snapshot/delete": ("delete", "snapshot"),
+}
+
+
+class HostPlugin(FilesystemMethods, InteractiveMethods, StdioJsonRpcServer):
     """sandbox-driver v1 over the host-directory backend."""
 
     provider_kind = "host"
@@ -132,8 +153,10 @@ class HostPlugin(StdioJsonRpcServer):
         super().__init__(**kwargs)
         self.backend = backend or HostBackend()
         self.capabilities = self.declared_capabilities()
+        self.events = EventSource(self.provider_kind, self.notify)
         self._execs: dict[str, threading.Event] = {}
         self._execs_lock = threading.Lock()
+        self.init_interactive()
 
     # -- capabilities ----------------------------------------------------------------------------
 
@@ -144,7 +167,9 @@ class HostPlugin(StdioJsonRpcServer):
         if dotted in ("pty", "logs", "snapshots", "volumes"):
             return self.capabilities.get(dotted) is not None
         aliases = {"access.preview_urls.signed": "access.signed_preview_urls",
-                   "access.ssh.revoke": "access.ssh_revoke", "access.ssh.ttl": "access.ssh_ttl"}
+                   "access.ssh.revoke": "access.ssh_revoke", "access.ssh.ttl": "access.ssh_ttl",
+                   "snapshots.filesystem": "snapshots.filesystem_from_sandbox",
+                   "snapshots.live_process_state": "snapshots.live_process_state_from_sandbox"}
         group, _, leaf = aliases.get(dotted, dotted).partition(".")
         value = self.capabilities.get(group)
         return isinstance(value, dict) and bool(value.get(leaf))
@@ -153,17 +178,53 @@ class HostPlugin(StdioJsonRpcServer):
 
     def dispatch(self, method: str, params: Any) -> Any:
         handler = getattr(self, "m_" + method.replace("/", "_"), None)
+        if method == "sandbox/fork" and isinstance(params, dict):
+            self.check_fork_options(params.get("options") or {})
         capability = GATED_METHODS.get(method)
         if capability is not None and not self.declares(capability):
             raise self.unsupported(method, capability)
         if handler is None:
             raise self.unknown_method(method)
+        params = params if isinstance(params, dict) else {}
+        action, subject_type = EVENT_ACTIONS.get(method, (None, "sandbox"))
+        route = params.get("events") if isinstance(params.get("events"), dict) else None
+        operation = (self.events.operation(route, action, self.event_subject(subject_type, params))
+                     if action and route else None)
         try:
-            return handler(params if isinstance(params, dict) else {})
+            result = handler(params)
         except BackendError as error:
-            raise self.backend_failure(method, error) from None
+            failure = self.backend_failure(method, error)
+            if operation is not None:
+                operation.failed(failure.data["report"])
+            raise failure from None
         except KeyError as missing:
             raise RpcFailure(INVALID_PARAMS, f"invalid params for {method}: missing field {missing}") from None
+        if operation is not None:
+            operation.completed(self.event_subject(subject_type, params, result))
+        return result
+
+    def event_subject(self, subject_type: str, params: dict[str, Any], result: Any = None) -> dict[str, Any]:
+        """What an event is about; a create knows the new id only once it is done."""
+        subject: dict[str, Any] = {"type": subject_type}
+        status = result.get("status") if isinstance(result, dict) else None
+        if subject_type == "snapshot":
+            resource_id = (result or {}).get("snapshot_id") if isinstance(result, dict) else None
+            resource_id = resource_id or params.get("snapshot_id")
+        else:
+            resource_id = status["id"] if isinstance(status, dict) else params.get("sandbox_id")
+        if resource_id:
+            subject["id"] = resource_id
+        name = (params.get("spec") or {}).get("name") if isinstance(params.get("spec"), dict) else None
+        if name:
+            subject["name"] = name
+        return subject
+
+    def check_fork_options(self, options: dict[str, Any]) -> None:
+        """A fork keeps memory and running processes; asking for less is an invalid spec, whoever asks."""
+        if not options.get("include_memory", False):
+            raise application_error("invalid_spec", "invalid spec: include_memory: fork must preserve memory and "
+                                    "running processes", {"field": "include_memory",
+                                                          "reason": "fork must preserve memory and running processes"})
 
     def unsupported(self, method: str, capability: str) -> RpcFailure:
         return unsupported(capability)
@@ -208,14 +269,16 @@ class HostPlugin(StdioJsonRpcServer):
         with self._execs_lock:
             for cancel in self._execs.values():
                 cancel.set()
+        self.stop_interactive()
         self.backend.close()
 
     # -- handles ---------------------------------------------------------------------------------
 
     def validate_spec(self, spec: dict[str, Any]) -> None:
         source = spec.get("source")
-        if source != "host_directory":
-            raise invalid_spec("source", "only host_directory is supported")
+        from_snapshot = isinstance(source, dict) and set(source) == {"snapshot"}
+        if source != "host_directory" and not from_snapshot:
+            raise invalid_spec("source", "only host_directory and snapshot sources are supported")
         resources = spec.get("resources") or {}
         for key, value in resources.items():
             if value is not None:
@@ -253,7 +316,10 @@ class HostPlugin(StdioJsonRpcServer):
     def m_sandbox_create(self, params: dict[str, Any]) -> Any:
         spec = params["spec"]
         self.validate_spec(spec)
-        sandbox = self.backend.create(spec.get("name"), spec.get("labels") or {}, spec.get("env") or {})
+        source = spec.get("source")
+        snapshot = source["snapshot"]["name"] if isinstance(source, dict) else None
+        sandbox = self.backend.create(spec.get("name"), spec.get("labels") or {}, spec.get("env") or {},
+                                      from_snapshot=snapshot)
         return self.handle_info(sandbox)
 
     def m_sandbox_attach(self, params: dict[str, Any]) -> Any:
@@ -281,6 +347,78 @@ class HostPlugin(StdioJsonRpcServer):
 
     def m_sandbox_stop(self, params: dict[str, Any]) -> Any:
         self.backend.stop(self.backend.get(params["sandbox_id"]))
+        return None
+
+    def m_sandbox_pause(self, params: dict[str, Any]) -> Any:
+        self.backend.pause(self.backend.get(params["sandbox_id"]))
+        return None
+
+    def m_sandbox_resume(self, params: dict[str, Any]) -> Any:
+        self.backend.resume(self.backend.get(params["sandbox_id"]))
+        return None
+
+    def m_sandbox_set_labels(self, params: dict[str, Any]) -> Any:
+        self.backend.set_labels(self.backend.get(params["sandbox_id"]), params["labels"])
+        return None
+
+    def m_sandbox_archive(self, params: dict[str, Any]) -> Any:
+        self.backend.archive(self.backend.get(params["sandbox_id"]))
+        return None
+
+    def m_sandbox_undelete(self, params: dict[str, Any]) -> Any:
+        return self.handle_info(self.backend.undelete(params["sandbox_id"]))
+
+    # -- filesystem snapshots --------------------------------------------------------------------
+
+    def snapshot_status(self, record: dict[str, Any]) -> dict[str, Any]:
+        created = record.get("created_at", 0.0)
+        return {"id": record["id"], "name": record["name"], "state": record["state"], "sandbox_kind": None,
+                "regions": [], "resources": None, "error_reason": None, "size_bytes": record.get("size_bytes"),
+                "created_at": {"secs_since_epoch": int(created), "nanos_since_epoch": int((created % 1) * 1e9)}}
+
+    def snapshot_of(self, sandbox_id: str, options: dict[str, Any]) -> dict[str, Any]:
+        if options.get("include_memory", False):
+            raise unsupported("snapshots.live_process_state")
+        sandbox = self.backend.get(sandbox_id)
+        return self.backend.create_snapshot(sandbox, options.get("name"))
+
+    def m_sandbox_snapshot(self, params: dict[str, Any]) -> Any:
+        return {"snapshot_id": self.snapshot_of(params["sandbox_id"], params["options"])["id"]}
+
+    def m_snapshot_create(self, params: dict[str, Any]) -> Any:
+        spec = params["spec"]
+        source = spec["source"]
+        if "image" in source:
+            raise unsupported("snapshots.from_image.container")
+        if "dockerfile" in source:
+            raise unsupported("snapshots.from_dockerfile.container")
+        for field_name in ("sandbox_kind", "region"):
+            if spec.get(field_name) is not None:
+                raise invalid_spec(field_name, "a snapshot of a sandbox inherits it from the sandbox")
+        if any(value is not None for value in (spec.get("resources") or {}).values()):
+            raise invalid_spec("resources", "a snapshot of a sandbox inherits them from the sandbox")
+        sandbox_source = source["sandbox"]
+        record = self.snapshot_of(sandbox_source["id"], {"name": spec.get("name"),
+                                                         "include_memory": sandbox_source.get("include_memory", False)})
+        return {"snapshot_id": record["id"]}
+
+    def m_snapshot_get(self, params: dict[str, Any]) -> Any:
+        return {"status": self.snapshot_status(self.backend.find_snapshot(params["snapshot_id"]))}
+
+    def m_snapshot_list(self, params: dict[str, Any]) -> Any:
+        wanted = (params["filter"] or {}).get("name")
+        return {"snapshots": [self.snapshot_status(r) for r in self.backend.snapshots()
+                              if wanted is None or r["name"] == wanted]}
+
+    def m_snapshot_delete(self, params: dict[str, Any]) -> Any:
+        self.backend.delete_snapshot(params["snapshot_id"])
+        return None
+
+    def m_snapshot_build_logs(self, params: dict[str, Any]) -> Any:
+        raise unsupported("snapshots")  # filesystem snapshots are copied, never built
+
+    def m_sandbox_refresh_activity(self, params: dict[str, Any]) -> Any:
+        self.backend.get(params["sandbox_id"])  # no idle timers to reset, but the sandbox must exist
         return None
 
     # -- exec ------------------------------------------------------------------------------------
@@ -353,6 +491,8 @@ class HostPlugin(StdioJsonRpcServer):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sandbox-conformance-host-plugin", description=__doc__.splitlines()[0])
+    parser.add_argument("--dialect", choices=("sandbox-driver-v1", "fabro-sketch"), default="sandbox-driver-v1",
+                        help="the protocol to speak (default: sandbox-driver-v1)")
     parser.add_argument("--mutant", metavar="NAME", help="start a deliberately broken variant (see the catalogue)")
     parser.add_argument("--list-mutants", action="store_true", help="list the broken variants and exit")
     return parser
@@ -366,7 +506,9 @@ def main(argv: list[str] | None = None) -> int:
         for name in sorted(mutants.REGISTRY):
             print(name)
         return 0
-    plugin_class: type[HostPlugin] = HostPlugin
+    from conformance.reference.sketch_plugin import SketchHostPlugin
+
+    plugin_class: type[StdioJsonRpcServer] = SketchHostPlugin if args.dialect == "fabro-sketch" else HostPlugin
     if args.mutant:
         try:
             plugin_class = mutants.REGISTRY[args.mutant]

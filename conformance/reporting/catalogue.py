@@ -31,7 +31,7 @@ class CatalogueEntry:
             id=self.id, name=self.name, feature=self.feature, nodeid="", level=self.tags.level,
             requirements=list(self.tags.requirements), capabilities=list(self.tags.capabilities),
             dialects=list(self.tags.dialects), outcome="disabled",
-            message="not selected by --scenario, --tags or -k",
+            message="not selected by --scenario, --feature, --tags or -k",
         )
 
 

@@ -28,6 +28,7 @@ class ScenarioResult:
     transcript_omitted: int = 0
     stderr: str | None = None
     reproduce: str | None = None
+    requirement_texts: dict[str, str] = field(default_factory=dict)
 
     @property
     def capability(self) -> str | None:
@@ -48,7 +49,7 @@ class ScenarioResult:
             self.step = payload.get("step") or self.step
         elif payload.get("message") and outcome in ("failed", "error"):
             self.message = f"{self.message}\n({phase}) {payload['message']}" if self.message else payload["message"]
-        for key in ("transcript", "stderr", "reproduce"):
+        for key in ("transcript", "stderr", "reproduce", "requirement_texts"):
             if payload.get(key):
                 setattr(self, key, payload[key])
         if payload.get("transcript_omitted"):
@@ -58,7 +59,7 @@ class ScenarioResult:
         data = asdict(self)
         data["capability"] = self.capability
         if not include_diagnostics:
-            for key in ("transcript", "transcript_omitted", "stderr"):
+            for key in ("transcript", "transcript_omitted", "stderr", "requirement_texts"):
                 data.pop(key)
         return data
 

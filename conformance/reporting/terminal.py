@@ -25,7 +25,10 @@ def render_summary(document: dict[str, Any], width: int = 110, color: bool = Fal
             continue
         console.print(Text(f"{scenario['outcome'].upper()} {scenario['id']}", style=_STYLE[scenario["outcome"]]),
                       Text(f"  {scenario['feature']}: {scenario['name']}"))
-        console.print(f"  requirement: {', '.join(scenario['requirements'])} ({scenario['level']})")
+        texts = scenario.get("requirement_texts") or {}
+        for requirement in scenario["requirements"]:
+            text = texts.get(requirement, "")
+            console.print(f"  {requirement} ({(scenario['level'] or '').upper()}): {text}", markup=False, soft_wrap=True)
         if scenario.get("step"):
             console.print(f"  step: {scenario['step']}")
         for line in (scenario.get("message") or "").splitlines():

@@ -1,12 +1,14 @@
 """Deliberately broken variants of the reference providers.
 
 Each mutant overrides one behaviour of an honest reference plugin and is registered under a stable
-name. ``catalogue.yaml`` next to this file says, for each, which requirements it breaks and which
-scenarios must turn red; ``tests/test_mutants.py`` runs the suite against every entry.
+name. The YAML files in ``catalogue/`` say, for each, which requirements it breaks and which
+scenarios must turn red; ``tests/test_mutants.py`` runs the suite against every entry. Every module
+of this package is imported, so a new module of mutants needs no registration here.
 """
 
 from __future__ import annotations
 
+import pkgutil
 from collections.abc import Callable
 from importlib import import_module
 from pathlib import Path
@@ -17,7 +19,7 @@ import yaml
 T = TypeVar("T", bound=type)
 
 REGISTRY: dict[str, type] = {}
-CATALOGUE_PATH = Path(__file__).with_name("catalogue.yaml")
+CATALOGUE_DIR = Path(__file__).with_name("catalogue")
 
 
 def mutant(name: str) -> Callable[[T], T]:
@@ -34,9 +36,13 @@ def mutant(name: str) -> Callable[[T], T]:
 
 
 def catalogue() -> list[dict[str, Any]]:
-    """The catalogue entries, in file order."""
-    return yaml.safe_load(CATALOGUE_PATH.read_text(encoding="utf-8"))["mutants"]
+    """Every catalogue entry, file by file (sorted by name), in file order."""
+    entries: list[dict[str, Any]] = []
+    for path in sorted(CATALOGUE_DIR.glob("*.yaml")):
+        for entry in yaml.safe_load(path.read_text(encoding="utf-8"))["mutants"]:
+            entries.append({**entry, "catalogue": path.name})
+    return entries
 
 
-for _module in ("v1_core",):
-    import_module(f"{__name__}.{_module}")
+for _module in pkgutil.iter_modules(__path__):
+    import_module(f"{__name__}.{_module.name}")

@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from conformance.reference.host_backend import not_found
-from conformance.reference.host_plugin import HostPlugin, RpcFailure, application_error, b64
+from conformance.reference.host_plugin import GATED_METHODS, HostPlugin, RpcFailure, application_error, b64
 from conformance.reference.mutants import mutant
 from conformance.reference.stdio_server import INVALID_REQUEST
 
@@ -134,7 +134,8 @@ class DescribeDeletedAsRunning(HostPlugin):
     def m_sandbox_describe(self, params: dict[str, Any]) -> Any:
         sandbox = self.backend.get(params["sandbox_id"], include_deleted=True)
         status = self.status(sandbox)
-        status["state"] = "running"
+        if status["state"] == "deleted":
+            status["state"] = "running"
         return {"status": status}
 
 
@@ -266,20 +267,15 @@ class UnsupportedNamesTheMethod(HostPlugin):
         return application_error("unsupported", f"{method} is not supported", {"capability": method})
 
 
-@mutant("declares-pause-but-unsupported")
-class DeclaresPauseButUnsupported(HostPlugin):
-    """Declares lifecycle.pause, then answers pause and resume with `unsupported`."""
+@mutant("declared-operations-refused")
+class DeclaredOperationsRefused(HostPlugin):
+    """Declares its optional operations, then refuses every one of them as unsupported."""
 
-    def declared_capabilities(self) -> dict[str, Any]:
-        capabilities = super().declared_capabilities()
-        capabilities["lifecycle"]["pause"] = True
-        return capabilities
-
-    def m_sandbox_pause(self, params: dict[str, Any]) -> Any:
-        raise self.unsupported("sandbox/pause", "lifecycle.pause")
-
-    def m_sandbox_resume(self, params: dict[str, Any]) -> Any:
-        raise self.unsupported("sandbox/resume", "lifecycle.pause")
+    def dispatch(self, method: str, params: Any) -> Any:
+        capability = GATED_METHODS.get(method)
+        if capability is not None:
+            raise self.unsupported(method, capability)
+        return super().dispatch(method, params)
 
 
 @mutant("exit-code-null")

@@ -1,0 +1,278 @@
+"""A fabro-sketch plugin behind the shared adapter.
+
+Plugins of this dialect may own exactly one sandbox per process (the forkd plugin does). In that
+mode every create starts a fresh plugin process, and every later call about that sandbox goes to
+its process; calls about ids nobody here created go to the control process.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+import threading
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from conformance.adapter import (
+    Capabilities,
+    EventRoute,
+    ExecOutcome,
+    ExecRequest,
+    OperationInfo,
+    ProviderAdapter,
+    ProviderIdentity,
+    SandboxHandle,
+    SandboxRequest,
+    SandboxStatus,
+)
+from conformance.dialects.fabro_sketch.rules import NAME, PROTOCOL_VERSION, capability_flags
+from conformance.dialects.jsonrpc import JsonRpcConnection, JsonRpcRaw, Violation
+from conformance.errors import ApplicationErrorAnswer, NotExpressible, ProviderStartError
+
+Connect = Callable[[str], JsonRpcConnection]
+
+# Optional operations of the sketch by neutral name: (method, capability, params builder).
+OPERATIONS: dict[str, tuple[str, str, Callable[[str | None], dict[str, Any]]]] = {
+    "stream a command's output": ("exec/stream", "exec.streaming", lambda s: {"id": s, "args": ["true"]}),
+    "cancel a command": ("exec/cancel", "exec.cancel", lambda s: {"id": s, "exec_id": "conformance-none"}),
+    "read a file natively": ("fs/readFile", "fs.native", lambda s: {"id": s, "path": "conformance.txt"}),
+    "write a file natively": ("fs/writeFile", "fs.native", lambda s: {"id": s, "path": "conformance.txt", "content": ""}),
+    "list a directory natively": ("fs/listDirectory", "fs.native", lambda s: {"id": s, "path": "."}),
+    "grep files": ("fs/grep", "grep", lambda s: {"id": s, "pattern": "conformance", "path": "."}),
+    "glob for files": ("fs/glob", "glob", lambda s: {"id": s, "pattern": "*"}),
+    "get a preview url": ("net/previewUrl", "access.preview_urls", lambda s: {"id": s, "port": 8080}),
+    "stop the sandbox": ("sandbox/stop", "lifecycle.stop", lambda s: {"id": s}),
+    "set auto-stop": ("sandbox/setAutostop", "lifecycle.autoStop", lambda s: {"id": s, "minutes": 30}),
+}
+
+
+class FabroSketchAdapter(ProviderAdapter):
+    """A sketch plugin, possibly one process per sandbox."""
+
+    dialect = NAME
+    reports_unsupported_capability = False  # the sketch's unsupported answer is a fixed sentence
+
+    def __init__(self, control: JsonRpcConnection, connect: Connect, command: str,
+                 base_spec: Mapping[str, Any] | None = None, call_timeout_s: float = 30.0,
+                 sandboxes_per_process: str = "auto") -> None:
+        super().__init__()
+        self.control = control
+        self._connect = connect
+        self.command = command
+        self.base_spec = dict(base_spec or {})
+        self.call_timeout_s = call_timeout_s
+        self.sandboxes_per_process = sandboxes_per_process
+        self._identity: ProviderIdentity | None = None
+        self._capabilities: Capabilities | None = None
+        self._raw: JsonRpcRaw | None = None
+        self._lock = threading.Lock()
+        self._owners: dict[str, JsonRpcConnection] = {}  # sandbox id → the process that owns it
+        self._by_scenario: dict[str, list[JsonRpcConnection]] = {}
+        self._spawned = 0
+        control.add_observer(self._observe)
+
+    # -- connections -----------------------------------------------------------------------------
+
+    def _route(self, sandbox_id: str | None) -> JsonRpcConnection:
+        with self._lock:
+            return self._owners.get(sandbox_id or "", self.control)
+
+    def _call(self, connection: JsonRpcConnection, method: str, params: Any, timeout_s: float | None = None) -> Any:
+        return connection.call(method, params, timeout_s or self.call_timeout_s)
+
+    def _sandbox_process(self) -> JsonRpcConnection:
+        with self._lock:
+            self._spawned += 1
+            channel = f"sandbox#{self._spawned}"
+        connection = self._connect(channel)
+        connection.add_observer(self._observe)
+        connection.call("initialize", {"protocolVersion": PROTOCOL_VERSION}, self.call_timeout_s)
+        with self._lock:
+            self._by_scenario.setdefault(self.owner, []).append(connection)
+        return connection
+
+    def detect_sandboxes_per_process(self) -> str:
+        """Ask a throwaway process for two sandboxes: refusing the second means one per process."""
+        if self.sandboxes_per_process != "auto":
+            return self.sandboxes_per_process
+        probe = self._connect("probe")
+        try:
+            probe.call("initialize", {"protocolVersion": PROTOCOL_VERSION}, self.call_timeout_s)
+            first = probe.call("sandbox/create", dict(self.base_spec), self.call_timeout_s)
+            try:
+                second = probe.call("sandbox/create", dict(self.base_spec), self.call_timeout_s)
+            except ApplicationErrorAnswer:
+                self.sandboxes_per_process = "one"
+            else:
+                self.sandboxes_per_process = "many"
+                probe.call("sandbox/delete", {"id": second["id"]}, self.call_timeout_s)
+            probe.call("sandbox/delete", {"id": first["id"]}, self.call_timeout_s)
+        finally:
+            probe.close(grace_s=1.0)
+        return self.sandboxes_per_process
+
+    def release(self, owner: str) -> None:
+        """Close the processes of sandboxes a scenario created (their deletes have run)."""
+        with self._lock:
+            connections = self._by_scenario.pop(owner, [])
+            self._owners = {sid: c for sid, c in self._owners.items() if c not in connections}
+        for connection in connections:
+            connection.close(grace_s=1.0)
+
+    # -- handshake -------------------------------------------------------------------------------
+
+    def handshake(self, protocol_version: Any = None, timeout_s: float | None = None, strict: bool = True) -> Any:
+        asked = PROTOCOL_VERSION if protocol_version is None else protocol_version
+        call = self.control.request("initialize", {"protocolVersion": asked}, timeout_s or self.call_timeout_s,
+                                    check_result=strict)
+        result = call.result()
+        self.adopt_initialize(result)
+        return result
+
+    def adopt_initialize(self, result: Any) -> None:
+        """Take identity and capabilities from an initialize answer (the first one wins)."""
+        self.handshake_problems = self.control.rules.result_problems("initialize", result)
+        if not isinstance(result, dict):
+            raise ProviderStartError(f"initialize answered {result!r}, not an object")
+        if self._identity is None:
+            self.initialize_result = result
+            provider = result.get("provider") if isinstance(result.get("provider"), dict) else {}
+            self._identity = ProviderIdentity(
+                kind=str(provider.get("kind", "")), version=str(provider.get("version", "")),
+                protocol_version=result.get("protocolVersion"), dialect=NAME, transport="stdio",
+                command=self.command)
+            self._capabilities = Capabilities(result.get("capabilities"), capability_flags(result.get("capabilities")))
+
+    @property
+    def identity(self) -> ProviderIdentity:
+        if self._identity is None:
+            raise ProviderStartError("the provider has not completed its handshake")
+        return self._identity
+
+    @property
+    def capabilities(self) -> Capabilities:
+        if self._capabilities is None:
+            raise ProviderStartError("the provider has not completed its handshake")
+        return self._capabilities
+
+    @property
+    def operations(self) -> Mapping[str, OperationInfo]:
+        return {name: OperationInfo(name, capability) for name, (_m, capability, _b) in OPERATIONS.items()}
+
+    # -- sandboxes -------------------------------------------------------------------------------
+
+    def create(self, request: SandboxRequest) -> SandboxHandle:
+        if request.events is not None:
+            raise NotExpressible(NAME, "control-plane events")
+        if request.labels or request.env or request.name or request.memory_mb or request.cpu_cores:
+            # The sketch's create takes a snapshot tag and nothing else: labels, env, names and sizes
+            # cannot be asked for (forkd's GAP 2 is the sizing part of this).
+            wanted = [k for k in ("labels", "env", "name", "memory_mb", "cpu_cores") if getattr(request, k)]
+            raise NotExpressible(NAME, f"creating a sandbox with {', '.join(wanted)}")
+        params = {**self.base_spec, **request.extra}
+        connection = self._sandbox_process() if self.sandboxes_per_process == "one" else self.control
+        result = self._call(connection, "sandbox/create", params)
+        handle = SandboxHandle(id=str(result["id"]), status=SandboxStatus(str(result["id"]), str(result["state"]), raw=result),
+                               working_directory=None, runtime_directory=None, capabilities=None, raw=result)
+        with self._lock:
+            self._owners[handle.id] = connection
+        self.ledger.record_created(handle.id, self.owner)
+        return handle
+
+    def describe(self, sandbox_id: str) -> SandboxStatus:
+        result = self._call(self._route(sandbox_id), "sandbox/describe", {"id": sandbox_id})
+        return SandboxStatus(str(result["id"]), str(result["state"]), raw=result)
+
+    def list(self, labels: Mapping[str, str] | None = None) -> list[SandboxStatus]:
+        raise NotExpressible(NAME, "listing sandboxes")
+
+    def delete(self, sandbox_id: str, events: EventRoute | None = None) -> None:
+        if events is not None:
+            raise NotExpressible(NAME, "control-plane events")
+        self._call(self._route(sandbox_id), "sandbox/delete", {"id": sandbox_id})
+        self.ledger.record_deleted(sandbox_id)
+
+    def start(self, sandbox_id: str) -> None:
+        self._call(self._route(sandbox_id), "sandbox/start", {"id": sandbox_id})
+
+    def stop(self, sandbox_id: str) -> None:
+        self._call(self._route(sandbox_id), "sandbox/stop", {"id": sandbox_id})
+
+    def shutdown(self) -> Any:
+        return self._call(self.control, "shutdown", {})
+
+    def invoke(self, operation: str, sandbox_id: str | None, events: EventRoute | None = None,
+               **arguments: Any) -> Any:
+        if operation not in OPERATIONS or events is not None:
+            raise NotExpressible(NAME, operation if events is None else "control-plane events")
+        method, _capability, build = OPERATIONS[operation]
+        return self._call(self._route(sandbox_id), method, {**build(sandbox_id), **arguments})
+
+    # -- exec ------------------------------------------------------------------------------------
+
+    @staticmethod
+    def argv(request: ExecRequest) -> list[str]:
+        """The sketch runs an argument vector: Bash source becomes ``bash -c``; the working directory
+        and the environment are folded in, as hosts of this dialect do."""
+        if request.stdin is not None:
+            raise NotExpressible(NAME, "a command with stdin")
+        if request.sanitization is not None:
+            raise NotExpressible(NAME, "output sanitization")
+        script = request.command
+        if request.working_dir is not None:
+            script = f"cd -- {shlex.quote(request.working_dir)} || exit 125\n{script}"
+        argv = ["bash", "-c", script]
+        if request.env:
+            argv = ["env", *(f"{name}={value}" for name, value in request.env.items()), *argv]
+        return argv
+
+    def exec(self, sandbox_id: str, request: ExecRequest) -> ExecOutcome:
+        params = {"id": sandbox_id, "args": self.argv(request), "timeout_secs": max(1, math.ceil(request.timeout_s))}
+        try:
+            result = self._call(self._route(sandbox_id), "exec", params, request.timeout_s + self.call_timeout_s)
+        except ApplicationErrorAnswer as error:
+            return ExecOutcome("infra", None, None, None, b"", b"", None, error=error)
+        outcome = result.get("outcome_kind", "ran")
+        return ExecOutcome(
+            outcome="infra" if outcome == "infra" else "ran",
+            termination=result.get("termination"),
+            exit_code=result.get("exit_code"),
+            signal=None,
+            stdout=str(result.get("stdout", "")).encode("utf-8"),
+            stderr=str(result.get("stderr", "")).encode("utf-8"),
+            duration_s=None,
+            stage=result.get("stage"),
+            raw=result,
+        )
+
+    # -- diagnostics and teardown ----------------------------------------------------------------
+
+    def _connections(self) -> list[JsonRpcConnection]:
+        with self._lock:
+            return [self.control, *{id(c): c for c in self._owners.values()}.values()]
+
+    @property
+    def raw(self) -> JsonRpcRaw:
+        if self._raw is None:
+            self._raw = JsonRpcRaw(self.control)
+        return self._raw
+
+    def stderr_tail(self, since: int | None = None) -> str:
+        return self.control.transport.stderr_tail(since)
+
+    def stderr_position(self) -> int:
+        return self.control.transport.stderr_position()
+
+    def take_violations(self) -> list[Violation]:
+        found: list[Violation] = []
+        for connection in self._connections():
+            found.extend(connection.take_violations())
+        return found
+
+    @property
+    def alive(self) -> bool:
+        return not self.control.closed and self.control.transport.alive
+
+    def close(self) -> None:
+        for connection in self._connections():
+            connection.close(grace_s=1.0)

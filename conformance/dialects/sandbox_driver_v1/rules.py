@@ -1,0 +1,129 @@
+"""What the v1 dialect knows about its messages: schemas, notification routing, error normalization,
+and the mapping of a capability declaration onto canonical dotted names."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from conformance import schemas
+from conformance.errors import ApplicationErrorAnswer, ProtocolErrorAnswer, ProviderCallError
+from conformance.schemas import SchemaProblem
+
+NAME = "sandbox-driver-v1"
+PROTOCOL_VERSION = 1
+FOLDER = "sandbox-driver-v1"
+DEFAULT_BASE_SPEC: dict[str, Any] = {"source": "host_directory"}
+
+NOTIFICATIONS = ("exec/output", "logs/output", "host/event", "host/log")
+
+# Capability names whose wire field is spelled differently (protocol section 5.1).
+_ALIASES = {
+    "access.preview_urls.signed": "access.signed_preview_urls",
+    "access.ssh.ttl": "access.ssh_ttl",
+    "access.ssh.revoke": "access.ssh_revoke",
+    "snapshots.filesystem": "snapshots.filesystem_from_sandbox",
+    "snapshots.live_process_state": "snapshots.live_process_state_from_sandbox",
+    "snapshots.from_image.container": "snapshots.from_image_kinds.container",
+    "snapshots.from_image.virtual_machine": "snapshots.from_image_kinds.virtual_machine",
+    "snapshots.from_dockerfile.container": "snapshots.from_dockerfile_kinds.container",
+    "snapshots.from_dockerfile.virtual_machine": "snapshots.from_dockerfile_kinds.virtual_machine",
+}
+_NULLABLE_GROUPS = ("pty", "logs", "snapshots", "volumes")
+_FACET_GROUPS = ("search", "git", "services")
+
+
+def capability_flags(raw: Any) -> dict[str, bool]:
+    """Canonical dotted names → declared, for a v1 capabilities object."""
+    flags: dict[str, bool] = {}
+    if not isinstance(raw, dict):
+        return flags
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, bool):
+            flags[prefix] = value
+        elif isinstance(value, dict):
+            for key, inner in value.items():
+                walk(f"{prefix}.{key}" if prefix else key, inner)
+
+    walk("", raw)
+    for group in _NULLABLE_GROUPS:
+        flags[group] = isinstance(raw.get(group), dict)
+    for group in _FACET_GROUPS:
+        value = raw.get(group)
+        # {"native": false} from older peers reads as supported; explicit supported:false is unavailable.
+        flags[group] = isinstance(value, dict) and value.get("supported", True) is not False
+    for name, wire in _ALIASES.items():
+        flags[name] = flags.get(wire, False)
+    flags["sessions"] = False  # reserved, never supported
+    return flags
+
+
+def method_ref(method: str, part: str) -> str:
+    return schemas.schema_path(FOLDER, "methods", f"{method.replace('/', '.')}.json") + f"#/$defs/{part}"
+
+
+def common_ref(name: str) -> str:
+    return schemas.schema_path(FOLDER, "common.json") + f"#/$defs/{name}"
+
+
+class V1Rules:
+    """Schema checks and error normalization for v1 messages."""
+
+    def __init__(self) -> None:
+        self._envelope = schemas.schema_path(FOLDER, "envelope.json")
+
+    @staticmethod
+    def _known(ref: str) -> str | None:
+        return ref if schemas.exists(ref) else None
+
+    def envelope_problems(self, message: Any) -> list[SchemaProblem]:
+        form = "FromPlugin"
+        if isinstance(message, dict):
+            if "method" in message and "id" not in message:
+                form = "Notification"
+            elif "error" in message:
+                form = "Failure"
+            elif "result" in message:
+                form = "Success"
+        return schemas.problems(f"{self._envelope}#/$defs/{form}", message)
+
+    def params_problems(self, method: str, params: Any) -> list[SchemaProblem]:
+        ref = self._known(method_ref(method, "params"))
+        return schemas.problems(ref, params) if ref else []
+
+    def result_problems(self, method: str, result: Any) -> list[SchemaProblem]:
+        ref = self._known(method_ref(method, "result"))
+        return schemas.problems(ref, result) if ref else []
+
+    def notification_problems(self, method: str, params: Any) -> list[SchemaProblem]:
+        if method not in NOTIFICATIONS:
+            return []  # the envelope check already flags unknown notification methods
+        ref = schemas.schema_path(FOLDER, "notifications", f"{method.replace('/', '.')}.json") + "#/$defs/params"
+        return schemas.problems(ref, params)
+
+    def notification_route(self, method: str, params: Any) -> tuple[str, str] | None:
+        if not isinstance(params, dict):
+            return None
+        key = {"exec/output": "exec_id", "logs/output": "stream_id", "host/event": "route_id"}.get(method)
+        if key is None or not isinstance(params.get(key), str):
+            return None
+        return (method, params[key])
+
+    def error_answer(self, method: str, error: dict[str, Any]) -> ProviderCallError:
+        code = error.get("code")
+        message = str(error.get("message", ""))
+        data = error.get("data")
+        if code == -32000 and isinstance(data, dict) and isinstance(data.get("report"), dict):
+            report = data["report"]
+            detail = data.get("detail") if isinstance(data.get("detail"), dict) else {}
+            return ApplicationErrorAnswer(
+                method=method, code=code, message=message, data=data,
+                kind=str(report.get("kind", "unknown")), detail=detail,
+                retryable=bool(report.get("retryable", False)),
+            )
+        return ProtocolErrorAnswer(method=method, code=code if isinstance(code, int) else None, message=message, data=data)
+
+
+def looks_like(initialize_result: Any) -> bool:
+    """Does an ``initialize`` answer come from a v1 plugin?"""
+    return isinstance(initialize_result, dict) and "protocol_version" in initialize_result

@@ -1,0 +1,262 @@
+"""Broken variants of the v1 host plugin's buffered exec: the Bash contract, BASH_ENV, literal command
+text, binary stderr, output sanitization, stdin, signals, timeouts and relative working directories."""
+
+from __future__ import annotations
+
+import queue
+import shlex
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from conformance.reference import host_backend
+from conformance.reference.host_backend import BackendError, HostBackend, HostSandbox
+from conformance.reference.host_plugin import HostPlugin, application_error, b64
+from conformance.reference.mutants import mutant
+
+# -- the Bash contract ---------------------------------------------------------------------------
+
+
+class _RewritesCommand(HostPlugin):
+    """Runs every command through ``rewrite``: how a provider that wraps commands in its own shell
+    invocation behaves."""
+
+    def rewrite(self, command: str) -> str:
+        raise NotImplementedError
+
+    def run_spec(self, sandbox_id: str, spec: dict[str, Any], **kwargs: Any):
+        return super().run_spec(sandbox_id, {**spec, "command": self.rewrite(spec["command"])}, **kwargs)
+
+
+def _through(*argv: str):
+    """A rewrite that hands the command, properly quoted, to another shell invocation."""
+
+    def rewrite(self: HostPlugin, command: str) -> str:
+        shell = [self.backend.bash if word == "bash" else word for word in argv]
+        return "exec " + shlex.join([*shell, "-c", command])
+
+    return rewrite
+
+
+@mutant("exec-login-shell")
+class ExecLoginShell(_RewritesCommand):
+    """Runs commands with `bash -lc`, as a login shell."""
+
+    rewrite = _through("bash", "-l")
+
+
+@mutant("exec-through-sh")
+class ExecThroughSh(_RewritesCommand):
+    """Runs commands with `sh -c` instead of Bash."""
+
+    rewrite = _through("sh")
+
+
+@mutant("exec-errexit")
+class ExecErrexit(_RewritesCommand):
+    """Runs commands with `bash -ec`: the first failing command ends the script."""
+
+    rewrite = _through("bash", "-e")
+
+
+@mutant("exec-pipefail")
+class ExecPipefail(_RewritesCommand):
+    """Runs commands with `bash -o pipefail -c`."""
+
+    rewrite = _through("bash", "-o", "pipefail")
+
+
+@mutant("exec-posix-mode")
+class ExecPosixMode(_RewritesCommand):
+    """Runs commands with `bash --posix -c`."""
+
+    rewrite = _through("bash", "--posix")
+
+
+@mutant("command-requoted-through-shell")
+class CommandRequotedThroughShell(_RewritesCommand):
+    """Wraps the command in double quotes for a second shell, escaping only the double quotes: the
+    outer shell expands `$...` and `$(...)` that the command had single-quoted."""
+
+    def rewrite(self, command: str) -> str:
+        return f'exec {self.backend.bash} -c "' + command.replace('"', '\\"') + '"'
+
+
+class _BashEnvKeepingBackend(HostBackend):
+    def environment(self, sandbox: HostSandbox, spec_env: Any) -> dict[str, str]:
+        env = super().environment(sandbox, spec_env)
+        if "BASH_ENV" in spec_env:
+            env["BASH_ENV"] = spec_env["BASH_ENV"]
+        return env
+
+
+@mutant("bash-env-honoured")
+class BashEnvHonoured(HostPlugin):
+    """Passes BASH_ENV from the command's env through to Bash, which then sources that file."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(backend=_BashEnvKeepingBackend(), **kwargs)
+
+
+# -- output ----------------------------------------------------------------------------------------
+
+
+@mutant("stderr-decoded-as-text")
+class StderrDecodedAsText(HostPlugin):
+    """Round-trips stderr through lossy UTF-8 text (stdout stays binary-safe)."""
+
+    def exec_result(self, run: Any) -> dict[str, Any]:
+        result = super().exec_result(run)
+        result["stderr_b64"] = b64(run.stderr.decode("utf-8", errors="replace").encode("utf-8"))
+        return result
+
+
+class _OverridesSanitization(HostPlugin):
+    def sanitization(self, asked: str | None) -> str | None:
+        raise NotImplementedError
+
+    def run_spec(self, sandbox_id: str, spec: dict[str, Any], **kwargs: Any):
+        return super().run_spec(sandbox_id, {**spec, "output_sanitization": self.sanitization(
+            spec.get("output_sanitization"))}, **kwargs)
+
+
+@mutant("sanitization-ignored")
+class SanitizationIgnored(_OverridesSanitization):
+    """Accepts output_sanitization and always returns raw output."""
+
+    def sanitization(self, asked: str | None) -> str | None:
+        return "raw"
+
+
+@mutant("strip-all-keeps-controls")
+class StripAllKeepsControls(_OverridesSanitization):
+    """Treats strip_all like strip_ansi: escape sequences go, standalone control characters stay."""
+
+    def sanitization(self, asked: str | None) -> str | None:
+        return "strip_ansi" if asked == "strip_all" else asked
+
+
+@mutant("sanitization-always-strip-ansi")
+class SanitizationAlwaysStripAnsi(_OverridesSanitization):
+    """Strips ANSI escape sequences from every command's output, whatever was asked."""
+
+    def sanitization(self, asked: str | None) -> str | None:
+        return "strip_ansi"
+
+
+# -- stdin ---------------------------------------------------------------------------------------
+
+
+@mutant("stdin-dropped")
+class StdinDropped(HostPlugin):
+    """Declares exec.stdin and accepts stdin_b64, but the command's stdin is empty."""
+
+    def decode_stdin(self, spec: dict[str, Any]) -> bytes | None:
+        super().decode_stdin(spec)
+        return None
+
+
+class _StrictStdinBackend(HostBackend):
+    """Fails the exec when the command closed its stdin before all of it was written."""
+
+    FEED_REPORT_WAIT_S = 5.0
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._feeds: dict[str, queue.Queue[bool]] = {}
+        # The backend feeds stdin through this module function; the mutant process runs only this
+        # variant, so replacing it process-wide is contained.
+        host_backend._feed_stdin = self._feed
+
+    def _feed(self, proc: subprocess.Popen[bytes], data: bytes) -> None:
+        try:
+            assert proc.stdin is not None
+            proc.stdin.write(data)
+            proc.stdin.close()
+            complete = True
+        except (BrokenPipeError, OSError, ValueError):
+            complete = False
+        self._feeds.setdefault(proc.args[-1], queue.Queue()).put(complete)
+
+    def run(self, sandbox: HostSandbox, command: str, env: Any, working_dir: str | None = None,
+            stdin: bytes | None = None, **kwargs: Any) -> host_backend.ExecRun:
+        run = super().run(sandbox, command, env, working_dir=working_dir, stdin=stdin, **kwargs)
+        if stdin is not None:
+            try:
+                complete = self._feeds.setdefault(command, queue.Queue()).get(timeout=self.FEED_REPORT_WAIT_S)
+            except queue.Empty:
+                complete = True
+            if not complete:
+                raise BackendError("io", "could not write the command's stdin: broken pipe", io_context="stdin")
+        return run
+
+
+@mutant("stdin-broken-pipe-error")
+class StdinBrokenPipeError(HostPlugin):
+    """Fails the exec with an io error when the command stops reading its stdin early."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(backend=_StrictStdinBackend(), **kwargs)
+
+
+# -- signals, timeouts, durations ----------------------------------------------------------------
+
+
+@mutant("signal-not-reported")
+class SignalNotReported(HostPlugin):
+    """Reports a command killed by a signal with the shell's exit code 128+N and no signal."""
+
+    def exec_result(self, run: Any) -> dict[str, Any]:
+        result = super().exec_result(run)
+        if run.signal is not None:
+            result["exit_code"], result["signal"] = 128 + run.signal, None
+        return result
+
+
+@mutant("timeout-ignored")
+class TimeoutIgnored(HostPlugin):
+    """Never applies timeout_ms: a command runs until it ends by itself."""
+
+    def run_spec(self, sandbox_id: str, spec: dict[str, Any], **kwargs: Any):
+        return super().run_spec(sandbox_id, {**spec, "timeout_ms": None}, **kwargs)
+
+
+@mutant("timeout-as-error")
+class TimeoutAsError(HostPlugin):
+    """Answers a timed-out command with a `timeout` error instead of a result."""
+
+    def m_exec_run(self, params: dict[str, Any]) -> Any:
+        result = super().m_exec_run(params)
+        if result["termination"] == "timed_out":
+            elapsed = result["duration_ms"]
+            raise application_error("timeout", f"exec timed out after {elapsed} ms",
+                                    {"operation": "exec", "elapsed": {"secs": elapsed // 1000,
+                                                                      "nanos": elapsed % 1000 * 1_000_000}},
+                                    retryable=True)
+        return result
+
+
+@mutant("duration-in-seconds")
+class DurationInSeconds(HostPlugin):
+    """Reports duration_ms in whole seconds."""
+
+    def exec_result(self, run: Any) -> dict[str, Any]:
+        return {**super().exec_result(run), "duration_ms": run.duration_ms // 1000}
+
+
+# -- working directory ---------------------------------------------------------------------------
+
+
+class _PluginCwdBackend(HostBackend):
+    def resolve(self, sandbox: HostSandbox, path: str | None) -> Path:
+        if path and not Path(path).is_absolute():
+            return Path(path).absolute()
+        return super().resolve(sandbox, path)
+
+
+@mutant("relative-working-dir-from-plugin-cwd")
+class RelativeWorkingDirFromPluginCwd(HostPlugin):
+    """Resolves a relative working_dir against the plugin's own current directory."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(backend=_PluginCwdBackend(), **kwargs)

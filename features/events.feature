@@ -1,0 +1,76 @@
+Feature: Control-plane events
+  An operation that asks for events (a route id, and optionally a correlation id) gets host/event
+  notifications about itself: operation_started, then exactly one operation_completed or
+  operation_failed, all sharing one operation id, the last of them written before the operation's
+  answer. Events are numbered per source from 1 without gaps and delivered in order; the route id
+  and the correlation id come back exactly as they were given, whatever they look like. Operations
+  that did not ask get no events, and command output never travels in the event feed.
+
+  Background:
+    Given a freshly started provider that has been initialized
+
+  @id:events-operation-pair @req:SDP1-111 @req:SDP1-114 @must
+  Scenario Outline: An operation that asks for events reports its start and exactly one end
+    When I <operation> asking for events
+    Then the operation emitted operation_started and exactly one terminal event, all sharing one operation id
+    And its terminal event is operation_completed
+
+    Examples:
+      | operation              |
+      | create a sandbox       |
+      | attach to a sandbox    |
+      | delete a sandbox       |
+
+  @id:events-failed-operation @req:SDP1-114 @must
+  Scenario: An operation that fails after reporting its start reports exactly one operation_failed
+    When I attach to a never-issued sandbox id asking for events
+    Then the attach is refused, and any events it emitted are operation_started and exactly one operation_failed, sharing one operation id
+
+  @id:events-terminal-before-answer @req:SDP1-115 @must
+  Scenario: An operation's final event is written before its answer
+    When I create a sandbox asking for events
+    And I attach to the sandbox asking for events
+    And I delete the sandbox asking for events
+    Then each operation's terminal event arrived before its answer
+
+  @id:events-sequence @req:SDP1-113 @must
+  Scenario: A new event source numbers its events from 1, up by exactly one
+    When I create a sandbox asking for events
+    And I attach to the sandbox asking for events
+    And I delete the sandbox asking for events
+    Then the events of each source are numbered from 1, up by exactly one per event
+
+  @id:events-ordered @req:SDP1-117 @must
+  Scenario: Events are delivered in order
+    When I create a sandbox asking for events
+    And I attach to the sandbox asking for events
+    And I delete the sandbox asking for events
+    Then the events arrived in the order of their sequence numbers, each operation's start before its end
+
+  @id:events-ids-verbatim @req:SDP1-056 @req:SDP1-057 @req:SDP1-118 @must
+  Scenario Outline: Route ids and correlation ids come back exactly as given, however they look
+    When I create a sandbox asking for events with a <kind> route id and correlation id
+    Then every event of the create carries that route id and that correlation id, exactly as given
+
+    Examples:
+      | kind              |
+      | plain             |
+      | padded            |
+      | unicode           |
+      | uri-like          |
+      | json-looking      |
+      | empty-correlation |
+
+  @id:events-create-names-id @req:SDP1-116 @must
+  Scenario: The final event of a create names the sandbox by the id the provider assigned
+    When I create a sandbox asking for events
+    Then the create's terminal event names the sandbox by the id the provider assigned
+
+  @id:events-only-when-asked @req:SDP1-111 @req:SDP1-112 @must @dialect:sandbox-driver-v1
+  Scenario: Only operations that ask get events, and command output never travels in them
+    Given the host watches every message the provider sends
+    When I create a sandbox asking for events
+    And I run a command that prints a generated marker on both of its outputs, buffered and streamed
+    And I create and delete another sandbox without asking for events
+    Then no event carries the command's output
+    And every event the provider sent belongs to the one create that asked for events

@@ -1,0 +1,174 @@
+Feature: Files in the sandbox
+  A sandbox's files can be written, read, listed, renamed and deleted without running a command.
+  Contents are bytes and come back exactly as written. A relative path means a path under the
+  sandbox's working directory, the same place a command runs in by default. Reads and writes
+  take an optional offset, length and append; a request that leaves them out means what such
+  requests always meant: read the whole file, replace the whole file.
+
+  Background:
+    Given a sandbox
+
+  # -- contents ------------------------------------------------------------------------------------
+
+  @id:fs-binary-round-trip @req:SDP1-035 @must
+  Scenario Outline: Whatever bytes are written to a file are read back unchanged
+    When I write <content> to "<file>"
+    Then reading "<file>" gives back exactly the bytes written
+
+    Examples:
+      | content                        | file           |
+      | every byte value from 0 to 255 | all-values.bin |
+      | 300 KiB of patterned bytes     | large.bin      |
+
+  @id:fs-write-creates-parents @req:SDP1-082 @must
+  Scenario: Writing a file creates the directories above it that are missing
+    When I write generated text to "drafts/2024/june/note.txt"
+    Then reading "drafts/2024/june/note.txt" gives back exactly the bytes written
+
+  @id:fs-read-range @req:SDP1-083 @must
+  Scenario Outline: A read starts at its offset, stops after its length, and finds nothing at or past the end
+    Given a file "letters.txt" containing "abcdefghijklmnopqrstuvwxyz"
+    When I read "letters.txt" with offset <offset> and length <length>
+    Then the read returns <expected>
+
+    Examples:
+      | case                         | offset | length | expected                     |
+      | whole file                   | unset  | unset  | "abcdefghijklmnopqrstuvwxyz" |
+      | first bytes                  | unset  | 5      | "abcde"                      |
+      | from an offset to the end    | 20     | unset  | "uvwxyz"                     |
+      | a slice                      | 10     | 3      | "klm"                        |
+      | a slice running past the end | 24     | 10     | "yz"                         |
+      | zero length                  | 3      | 0      | nothing                      |
+      | at the end                   | 26     | unset  | nothing                      |
+      | past the end                 | 40     | 5      | nothing                      |
+
+  @id:fs-write-replaces @req:SDP1-084 @req:SDP1-085 @must
+  Scenario: A write that does not mention appending replaces the whole file, and a plain read returns all of it
+    Given a file "report.txt" holding generated text
+    When I write shorter generated text to "report.txt" without saying whether to append
+    Then reading "report.txt" gives back exactly the bytes written
+
+  @id:fs-write-append-false-replaces @req:SDP1-084 @must
+  Scenario: A write with append set to false replaces the whole file
+    Given a file "summary.txt" holding generated text
+    When I write shorter generated text to "summary.txt" with append set to false
+    Then reading "summary.txt" gives back exactly the bytes written
+
+  @id:fs-append-appends @req:SDP1-084 @must
+  Scenario: A write with append set to true adds to the end of the file
+    Given a file "journal.log" holding generated text
+    When I append generated text to "journal.log"
+    Then reading "journal.log" gives back the first text followed by the appended text
+
+  @id:fs-append-creates-file @req:SDP1-084 @must
+  Scenario: Appending to a file that does not exist creates it
+    When I append generated text to a file with a generated name that does not exist yet
+    Then reading that file gives back exactly the bytes appended
+
+  @id:fs-read-missing-file @req:SDP1-S15 @req:SDP1-045 @must
+  Scenario: Reading a file that does not exist fails as not found
+    When I read a file with a generated name that does not exist
+    Then the read fails with the error kind not_found, naming a file if it names a resource
+
+  # -- paths ---------------------------------------------------------------------------------------
+
+  @id:fs-relative-paths @req:SDP1-081 @must
+  Scenario: A relative path names the same file for the filesystem, for commands, and as an absolute path
+    When I write generated text to "relative/x.txt"
+    And I run `cat relative/x.txt`
+    Then the command ran and exited with code 0
+    And stdout is exactly the bytes written to "relative/x.txt"
+    And reading "relative/x.txt" under the sandbox's working directory, by its absolute path, gives back exactly the bytes written
+    When a command writes generated text to "relative/y.txt"
+    Then reading "relative/y.txt" gives back exactly the bytes the command wrote
+
+  @id:fs-exists @req:SDP1-S09 @must
+  Scenario: A written file exists and a path nothing was written to does not
+    Given a file "present.txt" holding generated text
+    Then "present.txt" exists
+    And a path with a generated name does not exist
+
+  # -- metadata ------------------------------------------------------------------------------------
+
+  @id:fs-metadata-kinds @req:SDP1-086 @must
+  Scenario: Metadata tells a file, a directory and a symbolic link apart
+    Given a file "kinds/plain.txt" holding generated text
+    And a directory "kinds/folder" made with the filesystem
+    And a command has made "kinds/link" a symbolic link to "plain.txt"
+    Then the metadata of "kinds/plain.txt" says it is a file
+    And the metadata of "kinds/folder" says it is a directory
+    And the metadata of "kinds/link" says it is a symlink
+
+  @id:fs-metadata-size-and-mode @req:SDP1-086 @must
+  Scenario: Metadata gives a file's size in bytes and its permissions as a number
+    Given a file "sized.txt" holding generated text
+    And a command has set the permissions of "sized.txt" to 640
+    Then the metadata of "sized.txt" gives the number of bytes written as its size
+    And the metadata of "sized.txt" gives a numeric mode with the permission bits 640
+
+  # -- directories ---------------------------------------------------------------------------------
+
+  @id:fs-create-dir @req:SDP1-S13 @req:SDP1-086 @must
+  Scenario: A created directory exists and is a directory
+    When I create the directory "workbench"
+    Then "workbench" exists
+    And the metadata of "workbench" says it is a directory
+
+  @id:fs-list-dir-depth @req:SDP1-S10 @req:SDP1-086 @must
+  Scenario Outline: A listing goes as many levels deep as asked, with paths relative to the listed directory
+    Given a directory "tree" holding the files "top.txt", "sub/inner.txt" and "sub/deeper/deepest.txt"
+    When I list "tree" to depth <depth>
+    Then the listing holds exactly <entries>
+    And every listed entry has the kind of what was written there
+
+    Examples:
+      | depth | entries                                            |
+      | 1     | "top.txt" and "sub"                                |
+      | 2     | "top.txt", "sub", "sub/inner.txt" and "sub/deeper" |
+
+  # -- rename and delete ---------------------------------------------------------------------------
+
+  @id:fs-rename @req:SDP1-S11 @must
+  Scenario: A renamed file is gone from its old path and has its bytes at the new one
+    Given a file "draft.txt" holding generated text
+    When I rename "draft.txt" to "final.txt"
+    Then "draft.txt" does not exist
+    And reading "final.txt" gives back exactly the bytes written
+
+  @id:fs-delete-file @req:SDP1-S12 @must
+  Scenario: A deleted file no longer exists
+    Given a file "obsolete.txt" holding generated text
+    When I delete the file "obsolete.txt"
+    Then the deletion succeeds
+    And "obsolete.txt" does not exist
+
+  @id:fs-delete-recursive @req:SDP1-S12 @must
+  Scenario: A recursive delete removes a directory with everything in it
+    Given a directory "scratch" holding the files "a.txt" and "nested/b.txt"
+    When I delete the directory "scratch" recursively
+    Then the deletion succeeds
+    And "scratch" does not exist
+
+  @id:fs-delete-non-recursive-refuses @req:SDP1-S12 @must
+  Scenario: A delete that is not recursive refuses a directory that is not empty and leaves it in place
+    Given a directory "keep" holding the files "a.txt" and "nested/b.txt"
+    When I delete the directory "keep" without recursion
+    Then the deletion is refused
+    And reading "keep/a.txt" gives back exactly the bytes written
+    And reading "keep/nested/b.txt" gives back exactly the bytes written
+
+  @id:fs-delete-empty-directory @req:SDP1-S12 @must
+  Scenario: A delete that is not recursive removes an empty directory
+    Given a directory "vacant" made with the filesystem
+    When I delete the directory "vacant" without recursion
+    Then the deletion succeeds
+    And "vacant" does not exist
+
+  # -- permissions ---------------------------------------------------------------------------------
+
+  @id:fs-set-permissions @req:SDP1-S14 @req:SDP1-086 @cap:fs.permissions @must
+  Scenario: Setting a file's permissions changes the mode its metadata reports
+    Given a file "secret.txt" holding generated text
+    And a command has set the permissions of "secret.txt" to 644
+    When I set the permissions of "secret.txt" to 600
+    Then the metadata of "secret.txt" gives a numeric mode with the permission bits 600

@@ -1,0 +1,97 @@
+Feature: Interactive processes, terminals and logs
+  A stdio process is a command whose input the host writes and whose output it reads with long polls;
+  a terminal is a shell on a pseudo-terminal the host types into, reads and resizes; a log follow
+  streams a sandbox's log until it ends or the host cancels it. Bytes to and from processes and
+  terminals are never sanitized, ids the host picks are never reused, and a waiting output read never
+  holds up anything else.
+
+  @id:stdio-round-trip @req:SDP1-023 @must @cap:exec.stdio_process
+  Scenario: A stdio process gets its input, gives back its output, and reports how it ended
+    Given a sandbox
+    When I open a stdio process running `cat`
+    And I send a generated line to the process
+    Then the process echoes that line
+    When I close the process's input
+    Then the process's output ends
+    And waiting for the process reports termination exited with exit code 0
+
+  @id:stdio-raw @req:SDP1-071 @must @cap:exec.stdio_process
+  Scenario: Bytes through a stdio process come back raw, escape sequences and control bytes included
+    Given a sandbox
+    When I open a stdio process running `cat`
+    And I send the process bytes full of terminal escape sequences and control characters
+    And I close the process's input
+    Then the process echoes exactly those bytes
+
+  @id:stdio-duplicate-id @req:SDP1-076 @must @cap:exec.stdio_process
+  Scenario: A second stdio process with an id already in use is refused as invalid_spec naming process_id
+    Given a sandbox
+    When I open a stdio process running `cat`
+    And I open another stdio process with the same id
+    Then the second open is refused as invalid_spec naming process_id
+    And the first process still echoes what it is sent
+
+  @id:stdio-long-poll @req:SDP1-077 @must @cap:exec.stdio_process
+  Scenario: A waiting read of a process's output holds up neither other requests, input nor terminate
+    Given a sandbox
+    When I open a stdio process running `cat`
+    And I start reading the process's output while it has none to give
+    Then an unrelated request is answered while the read waits
+    And input to the process is accepted while the read waits
+    And the waiting read then returns that input
+    When I start reading the process's output while it has none to give
+    Then terminating the process is answered while the read waits
+    And the waiting read then reports the end of the output
+
+  @id:pty-echo-resize @req:SDP1-023 @must @cap:pty @cap:pty.resize
+  Scenario: A terminal echoes what is typed, runs it, and follows a resize
+    Given a sandbox
+    When I open a terminal of 24 rows and 80 columns
+    And I type `stty size` into the terminal
+    Then the terminal echoes what I typed
+    And the terminal reports its size as 24 rows and 80 columns
+    When I resize the terminal to 30 rows and 100 columns
+    And I type `stty size` into the terminal
+    Then the terminal reports its size as 30 rows and 100 columns
+
+  @id:pty-raw @req:SDP1-071 @must @cap:pty
+  Scenario: A terminal passes a program's escape sequences through unchanged
+    Given a sandbox
+    When I open a terminal of 24 rows and 80 columns
+    And I type `printf '\033[1;31m%s\033[0m\n' conformance-$((6*7))` into the terminal
+    Then the terminal passes the colour escape sequences through unchanged
+
+  @id:pty-duplicate-id @req:SDP1-076 @must @cap:pty
+  Scenario: A second terminal with an id already in use is refused as invalid_spec naming pty_id
+    Given a sandbox
+    When I open a terminal of 24 rows and 80 columns
+    And I open another terminal with the same id
+    Then the second open is refused as invalid_spec naming pty_id
+    And the first terminal still runs what is typed
+
+  @id:pty-long-poll @req:SDP1-077 @must @cap:pty @cap:pty.resize
+  Scenario: A waiting read of a terminal's output holds up neither resize nor input
+    Given a sandbox
+    When I open a terminal of 24 rows and 80 columns
+    And I type `stty -echo; printf 'waiting-%s\n' for-input; read -r line; printf 'got-%s\n' "$line"` into the terminal
+    Then the terminal shows "waiting-for-input"
+    When I start reading the terminal's output while it has none to give
+    Then resizing the terminal is answered while the read waits
+    And typing `conformance` into the terminal is accepted while the read waits
+    And the waiting read then returns output
+    And the terminal shows "got-conformance"
+
+  @id:logs-provision @req:SDP1-079 @must @cap:logs.provision
+  Scenario: A follow of the provision log delivers its output before its final answer
+    Given a sandbox
+    When I follow the sandbox's provision log to its end
+    Then the follow delivered some log output
+    And every piece of log output arrived before the follow's answer
+
+  @id:logs-cancel @req:SDP1-079 @must @cap:logs.entrypoint
+  Scenario: An open follow ends with an answer once it is cancelled
+    Given a sandbox
+    When I follow the sandbox's entrypoint log
+    And I cancel the follow
+    Then the follow ends with an answer
+    And every piece of log output arrived before the follow's answer

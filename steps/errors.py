@@ -1,0 +1,370 @@
+"""Steps for error answers, field encodings and tolerant reading (unknown fields, launch-era shapes)."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import json
+import posixpath
+import re
+from typing import Any
+
+from pytest_bdd import given, parsers, then, when
+
+from conformance.adapter import EventRoute, ExecRequest, SandboxRequest
+from conformance.errors import ApplicationErrorAnswer, ProviderCallError
+
+from ._world import World, attempt, expect
+from .wire import (
+    RAW_ID_BASE,
+    answers_counted,
+    exchange,
+    fresh_provider,
+    is_answer,
+    preview,
+    raw_channel,
+)
+
+APPLICATION_ERROR = -32000
+# The error kinds of protocol version 1 (section 7); a receiver treats any other as opaque.
+V1_ERROR_KINDS = frozenset({"not_found", "unsupported", "invalid_state", "invalid_spec", "timeout", "auth",
+                            "rate_limited", "exec", "provider", "transport", "io"})
+MAX_CAUSES = 8
+MAX_CAUSE_BYTES = 500
+ELLIPSIS = "…"
+RFC_3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\d{2}:\d{2})")
+UNKNOWN_FIELD = "conformance_field_from_the_future"
+
+# What each request looks like with one required field left out.
+INCOMPLETE_REQUESTS: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {
+    ("describe a sandbox", "sandbox id"): ("sandbox/describe", {}),
+    ("initialize", "protocol version"): ("initialize", {}),
+    ("list sandboxes", "filter"): ("sandbox/list", {}),
+}
+
+# A request that would succeed, but for one flaw in its envelope.
+FLAWED_ENVELOPES: dict[str, dict[str, Any]] = {
+    "no jsonrpc member": {"id": RAW_ID_BASE + 301},
+    "a string id": {"jsonrpc": "2.0", "id": f"{RAW_ID_BASE + 302}"},
+    "a fractional id": {"jsonrpc": "2.0", "id": RAW_ID_BASE + 303.5},
+    "a negative id": {"jsonrpc": "2.0", "id": -(RAW_ID_BASE + 304)},
+}
+
+
+def _fresh_sandbox(world: World):
+    expect("fresh_sandbox" in world.values, "no sandbox was created through the freshly started provider")
+    return world.values["fresh_sandbox"]
+
+
+def _b64decode(value: Any) -> bytes | None:
+    try:
+        return base64.b64decode(value, validate=True) if isinstance(value, str) else None
+    except ValueError:
+        return None
+
+
+# -- invalid requests --------------------------------------------------------------------------------
+
+
+@when(parsers.parse("the host asks to {request} without giving its {field}"))
+def _(world: World, request: str, field: str) -> None:
+    expect((request, field) in INCOMPLETE_REQUESTS,
+           f"the suite knows no incomplete request {request!r}/{field!r}")
+    method, params = INCOMPLETE_REQUESTS[(request, field)]
+    raw = raw_channel(world)
+    world.last = attempt(lambda: raw.call(method, params))
+
+
+@when(parsers.parse("the host sends a request with {flaw}"))
+def _(world: World, flaw: str) -> None:
+    expect(flaw in FLAWED_ENVELOPES, f"the suite knows no envelope flaw {flaw!r}")
+    message = {**FLAWED_ENVELOPES[flaw], "method": "initialize", "params": {"protocol_version": 1}}
+    frame = json.dumps(message).encode("utf-8")
+    received = exchange(raw_channel(world), frame, answers_counted(1), quiet_s=0.2)
+    answers = [m for m in received if is_answer(m)]
+    # The step shared with handshake.feature reads the first answer from here.
+    world.values["reply"] = answers[0] if answers else None
+
+
+# -- application failures ----------------------------------------------------------------------------
+
+
+@when("I describe a sandbox id that was never issued")
+def _(world: World) -> None:
+    never_issued = world.token("conformance-never-issued")
+    world.values["never_issued"] = never_issued
+    world.last = attempt(lambda: world.provider.describe(never_issued))
+
+
+def _failure(world: World) -> ProviderCallError:
+    error = world.last.error
+    expect(error is not None,
+           f"describing an id the provider never issued should fail; it answered {world.last.answer!r}")
+    assert error is not None
+    return error
+
+
+def _report(world: World) -> dict[str, Any]:
+    error = _failure(world)
+    expect(error.code == APPLICATION_ERROR,
+           f"an application failure must be JSON-RPC error {APPLICATION_ERROR}; the provider answered code "
+           f"{error.code}: {error.message}")
+    data = error.data
+    expect(isinstance(data, dict) and isinstance(data.get("report"), dict),
+           f"error {APPLICATION_ERROR} must carry data.report; the provider sent data {preview(data)}")
+    return data["report"]
+
+
+@then("the answer is error -32000 with a report giving the kind, the message, whether it is retryable and "
+      "the causes")
+def _(world: World) -> None:
+    report = _report(world)
+    expected_types = {"kind": str, "message": str, "retryable": bool, "causes": list}
+    for name, kind in expected_types.items():
+        expect(name in report, f"the error report has no {name!r}; it reads {preview(report)}")
+        expect(isinstance(report[name], kind),
+               f"the error report's {name!r} should be a {kind.__name__}; it is {report[name]!r}")
+    bad = [cause for cause in report["causes"] if not isinstance(cause, str)]
+    expect(not bad, f"every cause must be a rendered string; these are not: {bad[:3]!r}")
+
+
+@then("the report's kind is one of the protocol's stable error kinds")
+def _(world: World) -> None:
+    kind = _report(world).get("kind")
+    expect(kind in V1_ERROR_KINDS,
+           f"error kind {kind!r} is not one of the protocol's kinds: {', '.join(sorted(V1_ERROR_KINDS))}")
+
+
+@then("the error's message is the report's message")
+def _(world: World) -> None:
+    error = _failure(world)
+    report_message = _report(world).get("message")
+    expect(error.message == report_message,
+           f"the error's message {error.message!r} differs from the report's message {report_message!r}")
+
+
+@then(parsers.parse("the report lists at most {count:d} causes, each at most {size:d} bytes plus an "
+                    "ellipsis"))
+def _(world: World, count: int, size: int) -> None:
+    causes = _report(world).get("causes")
+    expect(isinstance(causes, list), f"the error report carries no list of causes: {causes!r}")
+    expect(len(causes) <= count, f"the error report lists {len(causes)} causes; at most {count} are allowed")
+    for cause in causes:
+        text = str(cause)
+        body = text.removesuffix(ELLIPSIS)
+        expect(len(body.encode("utf-8")) <= size,
+               f"a cause is {len(body.encode('utf-8'))} bytes long; each is cut to {size} bytes (plus "
+               f"{ELLIPSIS!r}): {preview(text, 120)}")
+
+
+@then("the failure's kind is not_found")
+def _(world: World) -> None:
+    error = _failure(world)
+    expect(isinstance(error, ApplicationErrorAnswer) and error.kind == "not_found",
+           f"describing an id the provider never issued should fail with kind not_found; it answered: "
+           f"{error}")
+
+
+@then(parsers.parse('the failure\'s detail names the resource "{resource}" and the id that was asked for'))
+def _(world: World, resource: str) -> None:
+    error = _failure(world)
+    assert isinstance(error, ApplicationErrorAnswer)
+    asked = world.values["never_issued"]
+    detail = error.detail
+    expect(detail.get("resource") == resource,
+           f"a not_found failure's detail should name resource {resource!r}; it reads {preview(detail)}")
+    expect(detail.get("id") == asked,
+           f"a not_found failure's detail should name the id {asked!r}; it reads {preview(detail)}")
+
+
+# -- command output stays out of error texts ---------------------------------------------------------
+
+ENDINGS = {
+    "fails": ("exit 3", 30.0),
+    "times out": ("sleep 10", 1.0),
+}
+
+
+@when(parsers.parse("I run a command that writes a generated marker to stdout and stderr, then {ending}"))
+def _(world: World, ending: str) -> None:
+    expect(ending in ENDINGS, f"the suite knows no command ending {ending!r}")
+    marker = world.token("conformance-marker")
+    world.values["marker"] = marker
+    tail, timeout_s = ENDINGS[ending]
+    command = f"printf '%s' '{marker}'; printf '%s' '{marker}' >&2; {tail}"
+    sandbox = world.require_sandbox()
+    request = ExecRequest(command=command, timeout_s=timeout_s)
+    world.last = attempt(lambda: world.provider.exec(sandbox.id, request))
+
+
+@then("the provider reported a result, or an error whose message and report do not contain the marker")
+def _(world: World) -> None:
+    error = world.last.error
+    if error is None and world.last.answer.outcome == "infra":
+        error = world.last.answer.error
+    if error is None:
+        return  # a result: the output is where it belongs
+    marker = world.values["marker"]
+    data = error.data if isinstance(error.data, dict) else {}
+    report_text = json.dumps(data.get("report"), ensure_ascii=False)
+    encoded = base64.b64encode(marker.encode()).decode()
+    for where, text in (("message", error.message), ("report", report_text)):
+        expect(marker not in text and encoded not in text,
+               f"the command's output appears in the error's {where}; raw output belongs in detail.exec only: "
+               f"{preview(text)}")
+
+
+# -- tolerant reading --------------------------------------------------------------------------------
+
+
+@when("the host describes that sandbox, adding a field the protocol does not define")
+def _(world: World) -> None:
+    sandbox_id = _fresh_sandbox(world).id
+    raw = raw_channel(world)
+    params = {"sandbox_id": sandbox_id, UNKNOWN_FIELD: {"added_in": "a later release"}}
+    world.last = attempt(lambda: raw.call("sandbox/describe", params))
+
+
+@then("the answer describes that sandbox")
+def _(world: World) -> None:
+    result = world.last.expect_success("describe with a field the provider does not know")
+    status = result.get("status") if isinstance(result, dict) else None
+    sandbox_id = _fresh_sandbox(world).id
+    expect(isinstance(status, dict) and status.get("id") == sandbox_id,
+           f"the answer should describe sandbox {sandbox_id!r}: {preview(result)}")
+
+
+def _run_raw(world: World, spec: dict[str, Any], **extra: Any) -> None:
+    params = {"sandbox_id": _fresh_sandbox(world).id, "spec": spec, **extra}
+    raw = raw_channel(world)
+    world.last = attempt(lambda: raw.call("exec/run", params, timeout_s=30.0))
+
+
+@when(parsers.re(r"the host runs `(?P<command>.+)` there, adding undefined fields beside the command's spec "
+                 r"and inside it$"))
+def _(world: World, command: str) -> None:
+    spec = {"command": command, "env": {}, "timeout_ms": 30_000, UNKNOWN_FIELD: True}
+    _run_raw(world, spec, **{UNKNOWN_FIELD: "ignored"})
+
+
+@when(parsers.re(r"the host runs `(?P<command>.+)` there with a spec giving only the command and its "
+                 r"environment$"))
+def _(world: World, command: str) -> None:
+    _run_raw(world, {"command": command, "env": {}})
+
+
+@then(parsers.parse('the command\'s answer is a result whose stdout is "{text}"'))
+def _(world: World, text: str) -> None:
+    result = world.last.expect_success("the command")
+    expect(isinstance(result, dict), f"exec/run should answer a result object: {preview(result)}")
+    stdout = _b64decode(result.get("stdout_b64"))
+    expect(result.get("exit_code") == 0 and stdout == text.encode(),
+           f"expected exit code 0 and stdout {text!r}; the provider answered {preview(result)}")
+
+
+@when("the host creates another sandbox whose spec carries a field the protocol does not define")
+def _(world: World) -> None:
+    fresh = fresh_provider(world)
+    request = SandboxRequest(extra={UNKNOWN_FIELD: {"added_in": "a later release"}})
+    world.last = attempt(lambda: fresh.create(request))
+
+
+@then("that sandbox is created")
+def _(world: World) -> None:
+    handle = world.last.expect_success("create with a spec field the provider does not know")
+    expect(bool(handle.id), f"the create answered a handle without an id: {handle!r}")
+
+
+@given("a file in that sandbox with generated content")
+def _(world: World) -> None:
+    sandbox = _fresh_sandbox(world)
+    path = "conformance-launch-era.txt"
+    if sandbox.working_directory:
+        path = posixpath.join(sandbox.working_directory, path)
+    content = "\n".join(world.faker.sentences(nb=4)).encode("utf-8")
+    fresh_provider(world).write_file(sandbox.id, path, content)
+    world.values["file"] = (path, content)
+
+
+@when("the host reads that file giving only the sandbox and the path")
+def _(world: World) -> None:
+    path, _content = world.values["file"]
+    params = {"sandbox_id": _fresh_sandbox(world).id, "path": path}
+    raw = raw_channel(world)
+    world.last = attempt(lambda: raw.call("fs/read", params))
+
+
+@then("the answer holds the file's whole content")
+def _(world: World) -> None:
+    path, content = world.values["file"]
+    result = world.last.expect_success(f"reading {path} without offset or length")
+    data = _b64decode(result.get("content_b64")) if isinstance(result, dict) else None
+    expect(data == content,
+           f"expected the whole file, {len(content)} bytes; the provider answered {preview(result)}")
+
+
+# -- encodings ---------------------------------------------------------------------------------------
+
+
+@when("I create a sandbox whose events are routed to the suite")
+def _(world: World) -> None:
+    route = EventRoute(route_id=world.token("conformance-route"))
+    world.values["route"] = route
+    world.create_sandbox(events=route)
+
+
+@then("the command's duration is a whole number of milliseconds")
+def _(world: World) -> None:
+    raw = world.ran().raw
+    duration = raw.get("duration_ms") if isinstance(raw, dict) else None
+    expect(isinstance(duration, int) and not isinstance(duration, bool) and duration >= 0,
+           f"duration_ms must be a whole, non-negative number of milliseconds; the provider wrote "
+           f"{duration!r}")
+
+
+def _is_duration(value: Any) -> bool:
+    if not isinstance(value, dict):
+        return False
+    secs, nanos = value.get("secs"), value.get("nanos")
+    whole = all(isinstance(v, int) and not isinstance(v, bool) for v in (secs, nanos))
+    return whole and secs >= 0 and 0 <= nanos <= 999_999_999
+
+
+@then("every duration in the sandbox's events is whole seconds plus nanoseconds below one second")
+def _(world: World) -> None:
+    route: EventRoute = world.values["route"]
+    for received in route.received:
+        if "duration" in received.event:
+            expect(_is_duration(received.event["duration"]),
+                   f"an event's duration must be whole secs plus nanos below one second; the {received.type} "
+                   f"event says {received.event['duration']!r}")
+
+
+def _timestamp_problem(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        if RFC_3339.fullmatch(value) is None:
+            return "a string that is not an RFC 3339 timestamp"
+        try:
+            datetime.datetime.fromisoformat(value.replace("z", "Z"))
+        except ValueError:
+            return "an RFC 3339 string naming a date or time that does not exist"
+        return None
+    if isinstance(value, dict):
+        secs, nanos = value.get("secs_since_epoch"), value.get("nanos_since_epoch")
+        if all(isinstance(v, int) and not isinstance(v, bool) for v in (secs, nanos)) and secs >= 0 \
+                and 0 <= nanos <= 999_999_999:
+            return None
+        return "an object without whole secs_since_epoch and nanos_since_epoch (below one second)"
+    return f"a {type(value).__name__}"
+
+
+@then("each timestamp in the description is absent, an RFC 3339 string, or seconds and nanoseconds since the "
+      "epoch")
+def _(world: World) -> None:
+    status = world.last.expect_success("describe")
+    raw = status.raw if isinstance(status.raw, dict) else {}
+    for name in ("created_at", "updated_at"):
+        problem = _timestamp_problem(raw.get(name))
+        expect(problem is None, f"{name} is {problem}: {raw.get(name)!r}")

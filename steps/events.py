@@ -1,0 +1,329 @@
+"""Steps for control-plane events: the host/event notifications an operation sends when it asks for them.
+
+Every scenario of events.feature runs against a freshly started provider, so its event source is new
+(sequence numbers start at 1) and nothing else shares the connection.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from collections import defaultdict
+from typing import Any
+
+from pytest_bdd import given, parsers, then, when
+
+from conformance.adapter import EventRoute, ExecRequest, ProviderAdapter, ReceivedEvent, SandboxRequest
+
+from ._world import World, attempt, expect
+
+TERMINAL = ("operation_completed", "operation_failed")
+# A terminal event that arrives after its operation's answer fails a scenario of its own; the other
+# scenarios wait this long for it, so that each judges only what it is about.
+LATE_EVENT_GRACE_S = 1.0
+# How long the provider must stay quiet before the suite concludes it has sent every event.
+QUIET_S = 0.3
+
+
+def _provider(world: World) -> ProviderAdapter:
+    expect(world.fresh is not None, "the scenario has no freshly started provider (a Given step is missing)")
+    assert world.fresh is not None
+    return world.fresh
+
+
+def _new_route(world: World, action: str, route_id: str | None = None,
+               correlation_id: str | None = None) -> EventRoute:
+    if route_id is None:
+        route_id = world.token("conformance-route")
+    if correlation_id is None:
+        correlation_id = world.token("conformance-corr")
+    route = EventRoute(route_id=route_id, correlation_id=correlation_id)
+    world.values.setdefault("operations", []).append((action, route))
+    world.values["settled"] = False
+    return route
+
+
+def _operation(world: World) -> tuple[str, EventRoute]:
+    operations = world.values.get("operations")
+    expect(bool(operations), "no operation has asked for events yet")
+    return operations[-1]
+
+
+def _settle(world: World) -> None:
+    """Wait (briefly) until every operation that asked for events has its terminal event."""
+    if world.values.get("settled"):
+        return
+    deadline = time.monotonic() + LATE_EVENT_GRACE_S
+    routes = [route for _, route in world.values.get("operations", [])]
+    while time.monotonic() < deadline and not all(any(e.type in TERMINAL for e in r.received) for r in routes):
+        time.sleep(0.02)
+    world.values["settled"] = True
+
+
+def _describe(events: list[ReceivedEvent]) -> str:
+    return "[" + ", ".join(f"{e.type}/{e.action} op={e.event.get('operation_id')!r}" for e in events) + "]" \
+        if events else "no events"
+
+
+def _all_received(world: World) -> list[ReceivedEvent]:
+    """Every event of every route the scenario opened, in the order they arrived."""
+    _settle(world)
+    received = [event for _, route in world.values.get("operations", []) for event in route.received]
+    return sorted(received, key=lambda e: e.sequence)
+
+
+def _create_plain(world: World) -> None:
+    world.sandbox = _provider(world).create(SandboxRequest())
+
+
+# -- operations that ask for events --------------------------------------------------------------
+
+
+@when("I create a sandbox asking for events")
+def _(world: World) -> None:
+    world.sandbox = _provider(world).create(SandboxRequest(events=_new_route(world, "create")))
+
+
+@when("I attach to a sandbox asking for events")
+def _(world: World) -> None:
+    _create_plain(world)
+    route = _new_route(world, "attach")
+    _provider(world).attach(world.require_sandbox().id, events=route)
+
+
+@when("I delete a sandbox asking for events")
+def _(world: World) -> None:
+    _create_plain(world)
+    route = _new_route(world, "delete")
+    _provider(world).delete(world.require_sandbox().id, events=route)
+
+
+@when("I attach to the sandbox asking for events")
+def _(world: World) -> None:
+    _provider(world).attach(world.require_sandbox().id, events=_new_route(world, "attach"))
+
+
+@when("I delete the sandbox asking for events")
+def _(world: World) -> None:
+    _provider(world).delete(world.require_sandbox().id, events=_new_route(world, "delete"))
+
+
+@when("I attach to a never-issued sandbox id asking for events")
+def _(world: World) -> None:
+    route = _new_route(world, "attach")
+    never_issued = world.token("conformance-never-issued")
+    world.last = attempt(lambda: _provider(world).attach(never_issued, events=route))
+
+
+ODD_IDS: dict[str, tuple[str, str]] = {
+    # kind: (route id, correlation id); {token} is replaced by a generated token
+    "plain": ("conformance-route-{token}", "conformance-corr-{token}"),
+    "padded": ("  conformance-route-{token}  ", "  conformance-corr-{token}\t"),
+    "unicode": ("Route ✓ {token} 日本", "Corrélation ✓ {token} ☃"),
+    "uri-like": ("urn:Conformance:Route/{token}?X=1#Frag", "https://example.invalid/Corr/{token}?a=b&c=d"),
+    "json-looking": ('{{"route": "{token}"}}', '["corr", "{token}", null]'),
+    "empty-correlation": ("conformance-route-{token}", ""),
+}
+
+
+@when(parsers.re(r"I create a sandbox asking for events with (?:a|an) (?P<kind>[a-z-]+) route id and "
+                 r"correlation id$"))
+def _(world: World, kind: str) -> None:
+    expect(kind in ODD_IDS, f"the suite knows no kind of id called {kind!r}")
+    token = world.faker.pystr(min_chars=8, max_chars=8)
+    route_id, correlation_id = (template.format(token=token) for template in ODD_IDS[kind])
+    route = _new_route(world, "create", route_id=route_id, correlation_id=correlation_id)
+    world.sandbox = _provider(world).create(SandboxRequest(events=route))
+
+
+# -- what the events say -------------------------------------------------------------------------
+
+
+def _started_and_terminal(action: str, events: list[ReceivedEvent]) -> tuple[ReceivedEvent, ReceivedEvent]:
+    started = [e for e in events if e.type == "operation_started"]
+    terminal = [e for e in events if e.type in TERMINAL]
+    emitted = _describe(events)
+    expect(len(started) == 1, f"the {action} should emit exactly one operation_started; it emitted {emitted}")
+    expect(len(terminal) == 1,
+           f"the {action} should emit exactly one operation_completed or operation_failed; it emitted {emitted}")
+    operation_ids = {e.event.get("operation_id") for e in events if e.type and e.type.startswith("operation_")}
+    expect(len(operation_ids) == 1 and None not in operation_ids and "" not in operation_ids,
+           f"every event of the {action} should share one operation_id; they carry "
+           f"{sorted(map(repr, operation_ids))}")
+    return started[0], terminal[0]
+
+
+@then("the operation emitted operation_started and exactly one terminal event, all sharing one operation id")
+def _(world: World) -> None:
+    action, route = _operation(world)
+    _settle(world)
+    _started_and_terminal(action, route.received)
+
+
+@then(parsers.re(r"its terminal event is (?P<terminal>operation_completed|operation_failed)$"))
+def _(world: World, terminal: str) -> None:
+    action, route = _operation(world)
+    ends = [e for e in route.received if e.type in TERMINAL]
+    expect(bool(ends) and ends[0].type == terminal,
+           f"the {action} should end with {terminal}; it emitted {_describe(route.received)}")
+    expect(ends[0].action == action, f"the terminal event of the {action} names action {ends[0].action!r}")
+
+
+@then("the attach is refused, and any events it emitted are operation_started and exactly one operation_failed, "
+      "sharing one operation id")
+def _(world: World) -> None:
+    action, route = _operation(world)
+    error = world.last.expect_application_error("attach to a sandbox id that was never issued")
+    expect(error.kind == "not_found", f"attach to a never-issued id should be not_found; it answered {error}")
+    _settle(world)
+    if not route.received:
+        return  # refused before it was accepted: no operation, no events
+    _, terminal = _started_and_terminal(action, route.received)
+    expect(terminal.type == "operation_failed",
+           f"the attach failed, so its terminal event must be operation_failed; it emitted "
+           f"{_describe(route.received)}")
+
+
+@then("each operation's terminal event arrived before its answer")
+def _(world: World) -> None:
+    _settle(world)
+    for action, route in world.values["operations"]:
+        answered = [sequence for _, sequence in route.answers]
+        expect(bool(answered), f"the {action} has no recorded answer")
+        terminal = [e for e in route.received if e.type in TERMINAL]
+        expect(bool(terminal), f"the {action} emitted no terminal event: {_describe(route.received)}")
+        expect(terminal[0].sequence < answered[0],
+               f"the {action}'s {terminal[0].type} arrived after the {action}'s answer (inbound message "
+               f"#{terminal[0].sequence} vs answer #{answered[0]}); the final event must be written first")
+
+
+@then("the events of each source are numbered from 1, up by exactly one per event")
+def _(world: World) -> None:
+    by_source: dict[Any, list[int]] = defaultdict(list)
+    for event in _all_received(world):
+        identity = event.event.get("id") or {}
+        by_source[identity.get("source_id")].append(identity.get("sequence"))
+    expect(bool(by_source), "no events arrived")
+    for source, sequences in by_source.items():
+        expected = list(range(1, len(sequences) + 1))
+        expect(sorted(sequences) == expected,
+               f"the events of source {source!r} carry sequence numbers {sorted(sequences)}; a new source numbers "
+               f"its events {expected}")
+
+
+@then("the events arrived in the order of their sequence numbers, each operation's start before its end")
+def _(world: World) -> None:
+    received = _all_received(world)
+    expect(bool(received), "no events arrived")
+    arrival = [(e.event.get("id") or {}).get("sequence") for e in received]
+    last_seen: dict[Any, int] = {}
+    started: set[Any] = set()
+    for event in received:
+        identity = event.event.get("id") or {}
+        source, sequence = identity.get("source_id"), identity.get("sequence")
+        expect(sequence is not None and sequence > last_seen.get(source, 0),
+               f"event #{sequence} of source {source!r} arrived after event #{last_seen.get(source)}; events must "
+               f"be delivered in order. Arrival order: {arrival}")
+        last_seen[source] = sequence
+        operation_id = event.event.get("operation_id")
+        if event.type == "operation_started":
+            started.add(operation_id)
+        elif event.type in TERMINAL:
+            expect(operation_id in started,
+                   f"the {event.type} of operation {operation_id!r} ({event.action}) arrived before its "
+                   "operation_started")
+
+
+@then("every event of the create carries that route id and that correlation id, exactly as given")
+def _(world: World) -> None:
+    action, route = _operation(world)
+    _settle(world)
+    expect(len(route.received) >= 2,
+           f"the {action} asked for events on route id {route.route_id!r}, but {len(route.received)} event(s) "
+           "arrived with exactly that route id; a provider passes route_id back exactly as it was given")
+    for event in route.received:
+        expect("correlation_id" in event.event and event.event["correlation_id"] == route.correlation_id,
+               f"the {event.type} event of the {action} carries correlation_id "
+               f"{event.event.get('correlation_id', '(none)')!r}; the request gave {route.correlation_id!r}, which "
+               "every event must carry unchanged")
+
+
+@then("the create's terminal event names the sandbox by the id the provider assigned")
+def _(world: World) -> None:
+    action, route = _operation(world)
+    _settle(world)
+    terminal = [e for e in route.received if e.type in TERMINAL]
+    expect(bool(terminal), f"the {action} emitted no terminal event: {_describe(route.received)}")
+    subject = terminal[-1].event.get("subject") or {}
+    sandbox_id = world.require_sandbox().id
+    expect(subject.get("id") == sandbox_id,
+           f"the {action}'s {terminal[-1].type} should name sandbox {sandbox_id!r} in its subject; its subject "
+           f"is {subject!r}")
+
+
+# -- events nobody asked for -----------------------------------------------------------------------
+
+
+@given("the host watches every message the provider sends")
+def _(world: World) -> None:
+    raw = _provider(world).raw
+    expect(raw is not None, "this dialect has no wire-level channel to watch")
+    world.values["raw"] = raw
+
+
+@when("I run a command that prints a generated marker on both of its outputs, buffered and streamed")
+def _(world: World) -> None:
+    marker = world.token("conformance-output")
+    world.values["marker"] = marker
+    command = f"printf '%s' '{marker}'; printf '%s' '{marker}' >&2"
+    sandbox_id = world.require_sandbox().id
+    buffered = _provider(world).exec(sandbox_id, ExecRequest(command=command))
+    expect(buffered.outcome == "ran" and buffered.stdout == marker.encode(),
+           f"the command did not run: {buffered.describe()}")
+    streamed = _provider(world).exec_stream(sandbox_id, ExecRequest(command=command))
+    expect(streamed.result.outcome == "ran", f"the streamed command did not run: {streamed.result.describe()}")
+
+
+@when("I create and delete another sandbox without asking for events")
+def _(world: World) -> None:
+    other = _provider(world).create(SandboxRequest())
+    _provider(world).delete(other.id)
+
+
+def _watched_events(world: World) -> list[dict[str, Any]]:
+    if "watched" not in world.values:
+        raw = world.values["raw"]
+        events = []
+        message = raw.next_message(QUIET_S)
+        while message is not None:
+            if isinstance(message, dict) and message.get("method") == "host/event":
+                events.append(message.get("params") or {})
+            message = raw.next_message(QUIET_S)
+        world.values["watched"] = events
+    return world.values["watched"]
+
+
+@then("every event the provider sent belongs to the one create that asked for events")
+def _(world: World) -> None:
+    _, route = _operation(world)
+    events = _watched_events(world)
+    strays = [(p.get("route_id"), (p.get("event") or {}).get("type"), (p.get("event") or {}).get("action"))
+              for p in events if p.get("route_id") != route.route_id]
+    expect(not strays, f"{len(strays)} event(s) arrived for operations that did not ask for events "
+                       f"(route id, type, action): {strays}")
+    operations = {(p.get("event") or {}).get("operation_id") for p in events}
+    expect(len(operations) == 1,
+           f"only the create asked for events, but events of {len(operations)} operations arrived on its route: "
+           f"{[((p.get('event') or {}).get('type'), (p.get('event') or {}).get('action')) for p in events]}")
+
+
+@then("no event carries the command's output")
+def _(world: World) -> None:
+    marker = world.values["marker"]
+    encoded = base64.b64encode(marker.encode()).decode()
+    for params in _watched_events(world):
+        text = json.dumps(params, ensure_ascii=False)
+        expect(marker not in text and encoded not in text,
+               f"an event carries the command's output ({marker!r}); command output never travels in the event "
+               f"feed: {text[:400]}")

@@ -1,0 +1,397 @@
+"""Steps for interactive work: bidirectional stdio processes, terminals (PTYs) and log follows."""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from pytest_bdd import parsers, then, when
+
+from conformance.errors import ApplicationErrorAnswer, CallTimeout
+
+from ._world import World, attempt, expect
+
+PROMPT_S = 5.0  # how long a call that must not wait behind a long poll may take
+OUTPUT_S = 10.0  # how long a process or terminal may take to show what the scenario waits for
+# Escape sequences of every family (CSI, OSC, DCS, C1 forms), then every byte value, then a newline.
+RAW_BYTES = (b"\x1b[1;31mred\x1b[0m \x1b]0;title\x07 \x1bP1$r\x1b\\ \xc2\x9b2J \x9b1m \x1b(B\x1b[?25l"
+             + bytes(range(256)) + b"\n")
+
+
+class Background:
+    """A call running on its own thread, so the scenario can do other things while it waits."""
+
+    def __init__(self, call: Callable[[], Any]) -> None:
+        self.result: Any = None
+        self.error: Exception | None = None
+        self._done = threading.Event()
+        threading.Thread(target=self._run, args=(call,), daemon=True).start()
+
+    def _run(self, call: Callable[[], Any]) -> None:
+        try:
+            self.result = call()
+        except Exception as error:  # noqa: BLE001 -- re-raised on the scenario thread by value()
+            self.error = error
+        finally:
+            self._done.set()
+
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def wait(self, timeout_s: float) -> bool:
+        return self._done.wait(timeout_s)
+
+    def value(self) -> Any:
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+def _cleanup(request: pytest.FixtureRequest, call: Callable[[], Any]) -> None:
+    request.addfinalizer(lambda: attempt(call))
+
+
+def _sandbox_id(world: World) -> str:
+    return world.require_sandbox().id
+
+
+def _preview(data: bytes, limit: int = 300) -> str:
+    return repr(data[-limit:]) if len(data) > limit else repr(data)
+
+
+# -- stdio processes -------------------------------------------------------------------------------
+
+
+def _process(world: World) -> str:
+    expect("process" in world.values, "no stdio process is open (a step is missing)")
+    return world.values["process"]
+
+
+@when(parsers.re(r"I open a stdio process running `(?P<command>.+)`$"))
+def _(world: World, command: str) -> None:
+    # No cleanup of its own: deleting the sandbox ends its processes, and a terminate could wait
+    # behind a broken provider's poll.
+    process_id = world.token("conformance-stdio")
+    world.values["process"] = world.provider.stdio_open(_sandbox_id(world), command, process_id=process_id)
+
+
+def _read_process(world: World, size: int) -> bytes:
+    """Read the process's output until ``size`` bytes have come (or its output ends)."""
+    process_id = _process(world)
+    data = b""
+    deadline = time.monotonic() + OUTPUT_S
+    while len(data) < size:
+        remaining = deadline - time.monotonic()
+        expect(remaining > 0, f"the process sent {len(data)} of the {size} bytes expected within {OUTPUT_S:.0f} s: "
+                              f"{_preview(data)}")
+        try:
+            chunk = world.provider.stdio_read(process_id, timeout_s=remaining)
+        except CallTimeout:
+            expect(False, f"the process sent {len(data)} of the {size} bytes expected within {OUTPUT_S:.0f} s: "
+                          f"{_preview(data)}")
+            raise
+        if chunk is None:
+            break
+        data += chunk
+    return data
+
+
+@when("I send a generated line to the process")
+def _(world: World) -> None:
+    world.values["sent"] = (world.token("conformance-line") + "\n").encode()
+    world.provider.stdio_write(_process(world), world.values["sent"])
+
+
+@when("I send the process bytes full of terminal escape sequences and control characters")
+def _(world: World) -> None:
+    world.values["sent"] = RAW_BYTES
+    world.provider.stdio_write(_process(world), RAW_BYTES)
+
+
+@then(parsers.re(r"the (?:first )?process (?:echoes exactly those bytes|echoes that line)$"))
+def _(world: World) -> None:
+    sent = world.values["sent"]
+    echoed = _read_process(world, len(sent))
+    expect(echoed == sent, f"`cat` should give back exactly the {len(sent)} bytes it was sent; it gave "
+                           f"{len(echoed)} bytes: {_preview(echoed)} (sent {_preview(sent)}). Bytes exchanged with "
+                           "a stdio process are never sanitized or transformed")
+
+
+@then("the first process still echoes what it is sent")
+def _(world: World) -> None:
+    sent = (world.token("conformance-line") + "\n").encode()
+    world.provider.stdio_write(_process(world), sent)
+    echoed = _read_process(world, len(sent))
+    expect(echoed == sent, f"the first process should still echo what it is sent; it gave {_preview(echoed)}")
+
+
+@when("I close the process's input")
+def _(world: World) -> None:
+    world.provider.stdio_close_input(_process(world))
+
+
+@then("the process's output ends")
+def _(world: World) -> None:
+    try:
+        end = world.provider.stdio_read(_process(world), timeout_s=OUTPUT_S)
+    except CallTimeout:
+        expect(False, f"after its input was closed `cat` should end its output; no answer within {OUTPUT_S:.0f} s")
+        raise
+    expect(end is None, f"after its input was closed `cat` should end its output; it sent {_preview(end or b'')}")
+
+
+@then(parsers.parse("waiting for the process reports termination exited with exit code {code:d}"))
+def _(world: World, code: int) -> None:
+    ended = world.provider.stdio_wait(_process(world), timeout_s=OUTPUT_S)
+    expect(ended.termination == "exited" and ended.exit_code == code,
+           f"the process should end with termination exited and exit code {code}; waiting for it reported "
+           f"termination {ended.termination!r}, exit code {ended.exit_code!r}")
+
+
+@when("I open another stdio process with the same id")
+def _(world: World) -> None:
+    process_id = _process(world)
+    world.last = attempt(lambda: world.provider.stdio_open(_sandbox_id(world), "cat", process_id=process_id))
+
+
+@then(parsers.re(r"the second open is refused as invalid_spec naming (?P<field>process_id|pty_id)$"))
+def _(world: World, field: str) -> None:
+    what = "a second open with an id already in use"
+    error = world.last.expect_application_error(what)
+    assert isinstance(error, ApplicationErrorAnswer)
+    expect(error.kind == "invalid_spec" and error.detail.get("field") == field,
+           f"{what} should be refused as invalid_spec naming {field}; it answered: {error}")
+
+
+# -- long polls ------------------------------------------------------------------------------------
+
+
+@when("I start reading the process's output while it has none to give")
+def _(world: World) -> None:
+    process_id = _process(world)
+    world.values["read"] = Background(lambda: world.provider.stdio_read(process_id, timeout_s=30.0))
+    # Give the read time to reach the provider and wait there; an answer now is no failure (a provider
+    # may answer a poll at once), it only means the rest of the scenario proves less.
+    world.values["read"].wait(0.3)
+
+
+def _promptly(what: str, call: Callable[[], Any]) -> Any:
+    running = Background(call)
+    expect(running.wait(PROMPT_S),
+           f"{what} got no answer within {PROMPT_S:.0f} s while an output read was waiting; a waiting long poll "
+           "must never hold up other requests")
+    return running.value()
+
+
+@then("an unrelated request is answered while the read waits")
+def _(world: World) -> None:
+    sandbox_id = _sandbox_id(world)
+    _promptly("describing the sandbox", lambda: world.provider.describe(sandbox_id))
+
+
+@then("input to the process is accepted while the read waits")
+def _(world: World) -> None:
+    world.values["sent"] = (world.token("conformance-line") + "\n").encode()
+    process_id = _process(world)
+    _promptly("writing to the process", lambda: world.provider.stdio_write(process_id, world.values["sent"]))
+
+
+@then("the waiting read then returns that input")
+def _(world: World) -> None:
+    read: Background = world.values["read"]
+    expect(read.wait(OUTPUT_S), f"the waiting read did not return within {OUTPUT_S:.0f} s of the input")
+    data = read.value() or b""
+    sent = world.values["sent"]
+    if len(data) < len(sent):
+        data += _read_process(world, len(sent) - len(data))
+    expect(data == sent,
+           f"the waiting read should return what was written, {_preview(sent)}; it gave {_preview(data)}")
+
+
+@then("terminating the process is answered while the read waits")
+def _(world: World) -> None:
+    process_id = _process(world)
+    _promptly("terminating the process", lambda: world.provider.stdio_terminate(process_id))
+
+
+@then("the waiting read then reports the end of the output")
+def _(world: World) -> None:
+    read: Background = world.values["read"]
+    expect(read.wait(OUTPUT_S), f"the waiting read did not end within {OUTPUT_S:.0f} s of terminating the process")
+    expect(read.value() is None, f"the process was terminated before it wrote anything, so the waiting read should "
+                                 f"report the end of the output; it gave {_preview(read.value() or b'')}")
+
+
+# -- terminals -------------------------------------------------------------------------------------
+
+
+def _terminal(world: World) -> str:
+    expect("pty" in world.values, "no terminal is open (a step is missing)")
+    return world.values["pty"]
+
+
+@when(parsers.parse("I open a terminal of {rows:d} rows and {cols:d} columns"))
+def _(world: World, rows: int, cols: int, request: pytest.FixtureRequest) -> None:
+    pty_id = world.token("conformance-pty")
+    world.values["pty"] = world.provider.pty_open(_sandbox_id(world), rows=rows, cols=cols, pty_id=pty_id)
+    world.values["screen"] = b""  # everything the terminal showed, and how much of it the scenario has judged
+    world.values["judged"] = 0
+    _cleanup(request, lambda: world.provider.pty_close(pty_id))
+
+
+def _type(world: World, text: str) -> None:
+    world.values["typed"] = text
+    world.provider.pty_write(_terminal(world), text.encode() + b"\r")
+
+
+@when(parsers.re(r"I type `(?P<text>.+)` into the terminal$"))
+def _(world: World, text: str) -> None:
+    _type(world, text)
+
+
+def _watch(world: World, wanted: re.Pattern[bytes], what: str) -> re.Match[bytes]:
+    """Read the terminal until ``wanted`` shows up after what earlier steps judged; never leaves a read
+    waiting behind, so later input is not swallowed by a forgotten poll."""
+    pty_id = _terminal(world)
+    deadline = time.monotonic() + OUTPUT_S
+    while True:
+        found = wanted.search(world.values["screen"], world.values["judged"])
+        if found:
+            world.values["judged"] = found.end()
+            return found
+        remaining = deadline - time.monotonic()
+        shown = world.values["screen"][world.values["judged"]:]
+        expect(remaining > 0, f"the terminal should show {what} within {OUTPUT_S:.0f} s; it showed {_preview(shown)}")
+        try:
+            chunk = world.provider.pty_read(pty_id, timeout_s=remaining)
+        except CallTimeout:
+            expect(False, f"the terminal should show {what} within {OUTPUT_S:.0f} s; it showed {_preview(shown)}")
+            raise
+        expect(chunk is not None, f"the terminal session ended while waiting for {what}; it showed {_preview(shown)}")
+        world.values["screen"] += chunk
+
+
+@then(parsers.re(r'the terminal shows "(?P<text>[^"]+)"$'))
+def _(world: World, text: str) -> None:
+    _watch(world, re.compile(re.escape(text.encode())), repr(text))
+
+
+@then("the terminal echoes what I typed")
+def _(world: World) -> None:
+    typed = world.values["typed"]
+    _watch(world, re.compile(re.escape(typed.encode())), f"the typed text {typed!r} (the terminal's echo)")
+
+
+@then(parsers.parse("the terminal reports its size as {rows:d} rows and {cols:d} columns"))
+def _(world: World, rows: int, cols: int) -> None:
+    # Escape sequences (bracketed paste, say) may come before it on its line.
+    found = _watch(world, re.compile(rb"(?<![0-9.])([0-9]+) ([0-9]+)\r?\n"), "the output of `stty size`")
+    reported = (int(found.group(1)), int(found.group(2)))
+    expect(reported == (rows, cols), f"`stty size` in the terminal reports {reported[0]} rows and {reported[1]} "
+                                     f"columns; expected {rows} rows and {cols} columns")
+
+
+@when(parsers.parse("I resize the terminal to {rows:d} rows and {cols:d} columns"))
+def _(world: World, rows: int, cols: int) -> None:
+    world.provider.pty_resize(_terminal(world), rows, cols)
+
+
+@then("the terminal passes the colour escape sequences through unchanged")
+def _(world: World) -> None:
+    found = _watch(world, re.compile(rb"[^\n]*conformance-42[^\n]*\n"), "the coloured line 'conformance-42'")
+    expect(b"\x1b[1;31mconformance-42\x1b[0m" in found.group(0),
+           f"the program printed conformance-42 between the escape sequences ESC[1;31m and ESC[0m; the terminal "
+           f"showed {found.group(0)!r}. Terminal bytes are never sanitized")
+
+
+@when("I open another terminal with the same id")
+def _(world: World) -> None:
+    pty_id = _terminal(world)
+    world.last = attempt(lambda: world.provider.pty_open(_sandbox_id(world), pty_id=pty_id))
+
+
+@then("the first terminal still runs what is typed")
+def _(world: World) -> None:
+    _type(world, "echo conformance-$((6*7))")
+    _watch(world, re.compile(rb"conformance-42\r?\n"), "the output of `echo conformance-$((6*7))`")
+
+
+@when("I start reading the terminal's output while it has none to give")
+def _(world: World) -> None:
+    pty_id = _terminal(world)
+    world.values["read"] = Background(lambda: world.provider.pty_read(pty_id, timeout_s=30.0))
+    world.values["read"].wait(0.3)
+
+
+@then("resizing the terminal is answered while the read waits")
+def _(world: World) -> None:
+    pty_id = _terminal(world)
+    _promptly("resizing the terminal", lambda: world.provider.pty_resize(pty_id, 30, 100))
+
+
+@then(parsers.re(r"typing `(?P<text>.+)` into the terminal is accepted while the read waits$"))
+def _(world: World, text: str) -> None:
+    pty_id = _terminal(world)
+    _promptly("typing into the terminal", lambda: world.provider.pty_write(pty_id, text.encode() + b"\r"))
+
+
+@then("the waiting read then returns output")
+def _(world: World) -> None:
+    read: Background = world.values["read"]
+    expect(read.wait(OUTPUT_S), f"the waiting read did not return within {OUTPUT_S:.0f} s of the input")
+    chunk = read.value()
+    expect(chunk is not None, "the terminal session ended instead of showing the program's output")
+    world.values["screen"] += chunk
+
+
+# -- logs ------------------------------------------------------------------------------------------
+
+
+@when(parsers.re(r"I follow the sandbox's (?P<source>provision|entrypoint) log(?P<to_end> to its end)?$"))
+def _(world: World, source: str, to_end: str | None) -> None:
+    follow = world.provider.start_log_follow(_sandbox_id(world), source, stream_id=world.token("conformance-logs"))
+    world.values["follow"] = follow
+    world.values["source"] = source
+    if to_end:
+        _end_of_follow(world, OUTPUT_S)
+    else:
+        time.sleep(0.3)  # let the follow get under way before anything else happens to it
+
+
+def _end_of_follow(world: World, within_s: float) -> None:
+    follow = world.values["follow"]
+    try:
+        world.values["follow_answer"] = attempt(lambda: follow.wait(within_s))
+    except CallTimeout:
+        expect(False, f"the follow of the {world.values['source']} log got no answer within {within_s:.0f} s")
+    world.values["follow_answer"].expect_success(f"the follow of the {world.values['source']} log")
+
+
+@when("I cancel the follow")
+def _(world: World) -> None:
+    world.provider.cancel_stream(world.values["follow"].stream_id)
+
+
+@then("the follow ends with an answer")
+def _(world: World) -> None:
+    _end_of_follow(world, PROMPT_S)
+
+
+@then("the follow delivered some log output")
+def _(world: World) -> None:
+    chunks = world.values["follow"].chunks_so_far()
+    expect(any(chunk.data for chunk in chunks), f"the follow of the {world.values['source']} log delivered no output")
+
+
+@then("every piece of log output arrived before the follow's answer")
+def _(world: World) -> None:
+    follow = world.values["follow"]
+    answered = follow.answer_sequence
+    expect(answered is not None, "the follow has not answered")
+    late = [chunk for chunk in follow.chunks_so_far() if chunk.sequence > answered]
+    expect(not late, f"{len(late)} piece(s) of log output arrived after the follow's answer (answer was inbound "
+                     f"message #{answered}, output came as #{[c.sequence for c in late]}); all output must come first")

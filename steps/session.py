@@ -1,0 +1,64 @@
+"""Steps for provider health and for how a session ends: shutdown, and the end of the provider's input."""
+
+from __future__ import annotations
+
+from pytest_bdd import parsers, then, when
+
+from conformance.errors import ProviderViolation
+
+from ._world import Attempt, World, attempt, expect
+from .wire import fresh_provider, raw_channel
+
+HEALTH_STATUSES = ("ok", "unreachable", "unauthorized", "unknown")
+
+
+@when("I ask the provider for its health")
+def _(world: World) -> None:
+    world.last = attempt(world.provider.health)
+
+
+@then("the health status is one of ok, unreachable, unauthorized or unknown")
+def _(world: World) -> None:
+    health = world.last.expect_success("provider/health")
+    expect(health.status in HEALTH_STATUSES,
+           f"health status {health.status!r} is not one of {', '.join(HEALTH_STATUSES)}")
+
+
+@then("the provider answered with its health rather than an error, whatever the status")
+def _(world: World) -> None:
+    error = world.last.error
+    expect(error is None, "a provider reports being unhealthy with a successful health answer and a status "
+                          "other than ok; an error means the check itself could not be made. It answered: "
+                          f"{error}")
+    health = world.last.answer
+    expect(isinstance(health.status, str) and health.status != "",
+           f"the health answer carries no status: {health.raw!r}")
+
+
+@when("the host asks the provider to shut down")
+def _(world: World) -> None:
+    raw_channel(world)  # the exit is observed through the raw channel
+    fresh = fresh_provider(world)
+    try:
+        world.last = attempt(fresh.shutdown)
+    except ProviderViolation as violation:  # no answer: it crashed or went silent
+        world.last = Attempt()
+        world.values["shutdown_violation"] = violation
+
+
+@then("the provider answered the shutdown")
+def _(world: World) -> None:
+    violation = world.values.get("shutdown_violation")
+    expect(violation is None, f"shutdown must be answered before the provider exits: {violation}")
+    world.last.expect_success("shutdown")
+
+
+@when("the host closes the provider's input")
+def _(world: World) -> None:
+    raw_channel(world).close_input()
+
+
+@then(parsers.parse("the provider process exits within {seconds:d} seconds"))
+def _(world: World, seconds: int) -> None:
+    code = raw_channel(world).wait_exit(float(seconds))
+    expect(code is not None, f"the provider was still running {seconds} seconds later")

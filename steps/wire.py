@@ -1,0 +1,426 @@
+"""Steps for the wire: stdout purity, framing, envelopes, ids, batches, notifications, concurrency.
+
+Wire-level probes go through a freshly started provider's raw channel, never the shared connection's:
+enabling the raw inbox keeps every inbound message for the rest of the connection's life, and raw
+sends switch off the check for answers nobody asked for.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Callable
+from typing import Any
+
+from pytest_bdd import given, parsers, then, when
+
+from conformance.adapter import EventRoute, ExecRequest, ProviderAdapter, RawChannel, SandboxRequest
+from conformance.errors import ProviderCallError, ProviderViolation
+
+from ._world import World, attempt, expect
+
+JSONRPC_VERSION = "2.0"
+V1_NOTIFICATIONS = ("exec/output", "logs/output", "host/event", "host/log")
+SNAKE_CASE = re.compile(r"[a-z][a-z0-9_]*")
+# Fields whose values are maps keyed by whatever the user chose, so their keys follow no naming rule.
+USER_KEYED_FIELDS = frozenset({"labels", "env", "headers", "provider_config"})
+NEVER_ISSUED_ID = "conformance-never-issued-sandbox"
+# Raw requests carry ids far above the connection's own counter, so no answer is mistaken for another.
+RAW_ID_BASE = 7_340_032
+ANSWER_DEADLINE_S = 5.0
+# After the awaited answers, listen this long for answers that should never come.
+QUIET_S = 0.5
+
+
+# -- helpers shared with the errors and session steps ----------------------------------------------
+
+
+def fresh_provider(world: World) -> ProviderAdapter:
+    expect(world.fresh is not None, "the scenario has no freshly started provider (a Given step is missing)")
+    assert world.fresh is not None
+    return world.fresh
+
+
+def raw_channel(world: World) -> RawChannel:
+    raw = fresh_provider(world).raw
+    expect(raw is not None, "this provider's dialect has no wire-level channel")
+    assert raw is not None
+    return raw
+
+
+def is_notification(message: Any) -> bool:
+    return isinstance(message, dict) and "method" in message and "id" not in message
+
+
+def is_answer(message: Any) -> bool:
+    """Anything on stdout that is not a notification: responses, and whatever else does not belong there."""
+    return not is_notification(message)
+
+
+def request_line(request_id: int, method: str, params: Any) -> bytes:
+    return json.dumps({"jsonrpc": JSONRPC_VERSION, "id": request_id, "method": method, "params": params},
+                      separators=(",", ":")).encode("utf-8")
+
+
+def notification_line(method: str, params: Any) -> bytes:
+    return json.dumps({"jsonrpc": JSONRPC_VERSION, "method": method, "params": params},
+                      separators=(",", ":")).encode("utf-8")
+
+
+def preview(message: Any, limit: int = 300) -> str:
+    text = message if isinstance(message, str) else json.dumps(message, separators=(",", ":"))
+    return text if len(text) <= limit else text[:limit] + f"… ({len(text)} characters)"
+
+
+def first(offenders: list[Any]) -> str:
+    """The first offending message, for a failure message."""
+    return preview(offenders[0]) if offenders else ""
+
+
+def flush(raw: RawChannel) -> None:
+    """Forget what arrived before this point (answers to earlier adapter calls)."""
+    while raw.next_message(0.0) is not None:
+        pass
+
+
+def exchange(raw: RawChannel, frame: bytes, done: Callable[[list[Any]], bool],
+             deadline_s: float = ANSWER_DEADLINE_S, quiet_s: float = QUIET_S) -> list[Any]:
+    """Send ``frame`` in a single write and collect every message until ``done`` holds (or the deadline
+    passes), then until the provider has been silent for ``quiet_s``.
+
+    One write matters: lines a test sends back to back in separate writes may or may not reach the
+    provider in one read, which would make a provider's read-loop bugs show up only sometimes.
+    """
+    flush(raw)
+    raw.send_line(frame)
+    received: list[Any] = []
+    deadline = time.monotonic() + deadline_s
+    while not done(received):
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        message = raw.next_message(left)
+        if message is None:
+            break
+        received.append(message)
+    while (message := raw.next_message(quiet_s)) is not None:
+        received.append(message)
+    return received
+
+
+def answered(request_id: int) -> Callable[[list[Any]], bool]:
+    return lambda received: any(isinstance(m, dict) and m.get("id") == request_id and "method" not in m
+                                for m in received)
+
+
+def answers_counted(count: int) -> Callable[[list[Any]], bool]:
+    return lambda received: sum(1 for m in received if is_answer(m)) >= count
+
+
+# -- a representative session ------------------------------------------------------------------------
+
+BUFFERED_COMMAND = "printf 'line one\\nline two\\n'; printf 'to \"stderr\"\\n' >&2"
+STREAMED_COMMAND = "printf 'first\\n'; sleep 0.2; printf 'second\\n' >&2"
+
+
+@when("the host takes it through a representative session")
+def _(world: World) -> None:
+    """initialize, create (with events), a buffered command with output on both streams, a streamed
+    command, describe, delete, shutdown — and keep every message the provider wrote meanwhile."""
+    fresh = fresh_provider(world)
+    raw = raw_channel(world)  # from now on every inbound message is kept
+    fresh.handshake(strict=False)
+    route = EventRoute(route_id=world.token("conformance-route"))
+    sandbox = fresh.create(SandboxRequest(labels={"conformance.wire": "session"}, events=route))
+    # Output with line breaks and quotes, which a message must carry escaped.
+    fresh.exec(sandbox.id, ExecRequest(command=BUFFERED_COMMAND))
+    fresh.exec_stream(sandbox.id, ExecRequest(command=STREAMED_COMMAND))
+    fresh.describe(sandbox.id)
+    fresh.delete(sandbox.id, events=route)
+    try:
+        fresh.shutdown()
+    except (ProviderCallError, ProviderViolation):
+        pass  # how a provider ends is the session feature's business; here only its output counts
+    raw.wait_exit(2.0)
+    messages: list[Any] = []
+    while (message := raw.next_message(0.25)) is not None:
+        messages.append(message)
+    expect(bool(messages), "the provider wrote nothing on stdout during the whole session")
+    world.values["session_messages"] = messages
+
+
+def _session_messages(world: World) -> list[Any]:
+    expect("session_messages" in world.values, "no representative session has run in this scenario")
+    return world.values["session_messages"]
+
+
+@then("every line the provider wrote on stdout was a single JSON object")
+def _(world: World) -> None:
+    bad = [m for m in _session_messages(world) if not isinstance(m, dict)]
+    expect(not bad, f"{len(bad)} stdout line(s) were not a single JSON object (logs belong on stderr, and a "
+                    f"message must not contain a raw newline); the first: {first(bad)}")
+
+
+@then("every message the provider wrote declares JSON-RPC version 2.0")
+def _(world: World) -> None:
+    bad = [m for m in _session_messages(world) if isinstance(m, dict) and m.get("jsonrpc") != JSONRPC_VERSION]
+    expect(not bad, f"{len(bad)} message(s) do not carry jsonrpc \"2.0\"; the first: {first(bad)}")
+
+
+@then("the only notifications the provider sent were exec/output, logs/output, host/event or host/log")
+def _(world: World) -> None:
+    methods = sorted({str(m["method"]) for m in _session_messages(world) if is_notification(m)})
+    unknown = [method for method in methods if method not in V1_NOTIFICATIONS]
+    expect(not unknown, f"the provider sent notifications a version 1 plugin must not send: {unknown} "
+                        f"(allowed: {', '.join(V1_NOTIFICATIONS)})")
+
+
+@then("the provider sent no host/log notification")
+def _(world: World) -> None:
+    logs = [m for m in _session_messages(world) if is_notification(m) and m.get("method") == "host/log"]
+    expect(not logs, f"the provider sent {len(logs)} host/log notification(s); host/log is reserved and logs "
+                     f"belong on stderr. The first: {first(logs)}")
+
+
+def _field_names(value: Any, path: str = "") -> list[tuple[str, str]]:
+    """(JSON pointer, field name) of every object key, not descending into user-keyed maps."""
+    found: list[tuple[str, str]] = []
+    if isinstance(value, dict):
+        for key, inner in value.items():
+            pointer = f"{path}/{key}"
+            found.append((pointer, str(key)))
+            if key not in USER_KEYED_FIELDS:
+                found.extend(_field_names(inner, pointer))
+    elif isinstance(value, list):
+        for index, inner in enumerate(value):
+            found.extend(_field_names(inner, f"{path}/{index}"))
+    return found
+
+
+@then("every field name in the provider's messages was snake_case, leaving aside the keys of labels, env, "
+      "headers and provider config")
+def _(world: World) -> None:
+    offenders: dict[str, str] = {}
+    for message in _session_messages(world):
+        for pointer, name in _field_names(message):
+            if SNAKE_CASE.fullmatch(name) is None:
+                offenders.setdefault(name, f"{pointer} in {preview(message, 160)}")
+    expect(not offenders, "field names must be snake_case; these are not: "
+           + "; ".join(f"{name!r} at {where}" for name, where in list(offenders.items())[:5]))
+
+
+# -- framing and envelopes ---------------------------------------------------------------------------
+
+
+@given("a sandbox created through that provider")
+def _(world: World) -> None:
+    world.values["fresh_sandbox"] = fresh_provider(world).create(SandboxRequest())
+
+
+def _fresh_sandbox_id(world: World) -> str:
+    expect("fresh_sandbox" in world.values, "no sandbox was created through the freshly started provider")
+    return world.values["fresh_sandbox"].id
+
+
+@when("the host sends blank and whitespace-only lines followed by a request")
+def _(world: World) -> None:
+    marker = RAW_ID_BASE + 1
+    frame = b"\n   \n\t \t\n\n" + request_line(marker, "initialize", {"protocol_version": 1})
+    world.values["marker"] = marker
+    world.values["exchange"] = exchange(raw_channel(world), frame, answered(marker))
+
+
+@when("the host sends notifications followed by a request")
+def _(world: World) -> None:
+    marker = RAW_ID_BASE + 2
+    # Each would get an answer if it were a request: a result, an application error, "method not found".
+    frame = b"\n".join([
+        notification_line("provider/health", None),
+        notification_line("sandbox/describe", {"sandbox_id": NEVER_ISSUED_ID}),
+        notification_line("conformance/no-such-notification", {}),
+        request_line(marker, "initialize", {"protocol_version": 1}),
+    ])
+    world.values["marker"] = marker
+    world.values["exchange"] = exchange(raw_channel(world), frame, answered(marker))
+
+
+@then("the provider answered that request and nothing else")
+def _(world: World) -> None:
+    marker = world.values["marker"]
+    messages = [m for m in world.values["exchange"] if is_answer(m)]
+    mine = [m for m in messages if isinstance(m, dict) and m.get("id") == marker]
+    others = [m for m in messages if not (isinstance(m, dict) and m.get("id") == marker)]
+    expect(not others, f"the provider answered something it must skip silently: {first(others)}")
+    expect(len(mine) == 1,
+           f"the request (id {marker}) should be answered exactly once; it was answered {len(mine)} times")
+    expect("result" in mine[0], f"the request (id {marker}) should succeed; it was answered {first(mine)}")
+
+
+@when(parsers.parse("the host sends {count:d} requests in a single write, without waiting for any answer"))
+def _(world: World, count: int) -> None:
+    sandbox_id = _fresh_sandbox_id(world)
+    requests: dict[int, tuple[str, Any]] = {}
+    for index in range(count):
+        if index % 3 == 2:
+            requests[RAW_ID_BASE + 100 + index] = ("initialize", {"protocol_version": 1})
+        else:
+            requests[RAW_ID_BASE + 100 + index] = ("sandbox/describe", {"sandbox_id": sandbox_id})
+    frame = b"\n".join(request_line(request_id, *request) for request_id, request in requests.items())
+    world.values["requests"] = requests
+    world.values["exchange"] = exchange(raw_channel(world), frame, answers_counted(count), quiet_s=0.2)
+
+
+def _answers_by_id(world: World) -> dict[Any, list[dict[str, Any]]]:
+    by_id: dict[Any, list[dict[str, Any]]] = {}
+    for message in world.values["exchange"]:
+        if isinstance(message, dict) and "id" in message and "method" not in message:
+            by_id.setdefault(message["id"], []).append(message)
+    return by_id
+
+
+@then("every one of those requests was answered exactly once, under its own id")
+def _(world: World) -> None:
+    requests: dict[int, tuple[str, Any]] = world.values["requests"]
+    by_id = _answers_by_id(world)
+    missing = sorted(request_id for request_id in requests if request_id not in by_id)
+    twice = sorted(request_id for request_id in requests if len(by_id.get(request_id, [])) > 1)
+    strays = sorted(str(i) for i in by_id if i not in requests)
+    expect(not missing, f"{len(missing)} of {len(requests)} requests sent together got no answer within "
+                        f"{ANSWER_DEADLINE_S:.0f}s (ids {missing[:6]}); answers arrived under ids "
+                        f"{sorted(map(str, by_id))[:12]}")
+    expect(not twice, f"requests {twice} were answered more than once")
+    expect(not strays, f"answers arrived under ids no request carried: {strays}")
+
+
+@then("each answer fits its own request")
+def _(world: World) -> None:
+    requests: dict[int, tuple[str, Any]] = world.values["requests"]
+    sandbox_id = _fresh_sandbox_id(world)
+    protocol_version = fresh_provider(world).identity.protocol_version
+    by_id = _answers_by_id(world)
+    for request_id, (method, _params) in requests.items():
+        answer = by_id[request_id][0]
+        result = answer.get("result")
+        expect(isinstance(result, dict),
+               f"{method} (id {request_id}) should succeed; it was answered {preview(answer)}")
+        if method == "sandbox/describe":
+            status = result.get("status") if isinstance(result.get("status"), dict) else {}
+            expect(status.get("id") == sandbox_id,
+                   f"the answer under id {request_id} should describe sandbox {sandbox_id!r}: "
+                   f"{preview(answer)}")
+        else:
+            expect(result.get("protocol_version") == protocol_version,
+                   f"the answer under id {request_id} should be an initialize answer: {preview(answer)}")
+
+
+LARGE_IDS = {
+    2**32 + 1: ("initialize", {"protocol_version": 1}, "result"),
+    2**53 + 1: ("sandbox/describe", {"sandbox_id": NEVER_ISSUED_ID}, "error"),  # a double rounds it to 2**53
+    2**64 - 1: ("conformance/no-such-method", {}, "error"),  # the largest unsigned 64-bit id
+}
+
+
+@when("the host sends requests with large unsigned ids, one answered with a result and two with errors")
+def _(world: World) -> None:
+    frame = b"\n".join(request_line(request_id, method, params)
+                       for request_id, (method, params, _form) in LARGE_IDS.items())
+    world.values["exchange"] = exchange(raw_channel(world), frame, answers_counted(len(LARGE_IDS)),
+                                        quiet_s=0.2)
+
+
+@then("each of those requests was answered under exactly its own id")
+def _(world: World) -> None:
+    by_id = _answers_by_id(world)
+    for request_id, (method, _params, form) in LARGE_IDS.items():
+        answers = by_id.get(request_id, [])
+        expect(len(answers) == 1,
+               f"{method} sent with id {request_id} should be answered once under exactly that id; "
+               f"answers arrived under ids {sorted(map(str, by_id))} (an id kept as a floating-point number "
+               "loses its last digits)")
+        expect(form in answers[0],
+               f"{method} (id {request_id}) should be answered with {form}: {first(answers)}")
+
+
+@then("each of those answers declares JSON-RPC version 2.0")
+def _(world: World) -> None:
+    answers = [m for m in world.values["exchange"] if is_answer(m)]
+    expect(bool(answers), "no answers arrived")
+    bad = [m for m in answers if not isinstance(m, dict) or m.get("jsonrpc") != JSONRPC_VERSION]
+    expect(not bad, f"every answer must carry jsonrpc \"2.0\"; this one does not: {first(bad)}")
+
+
+BATCH_IDS = (RAW_ID_BASE + 201, RAW_ID_BASE + 202)
+
+
+@when("the host sends two requests together as one batch, followed by a request of its own")
+def _(world: World) -> None:
+    marker = RAW_ID_BASE + 203
+    batch = b"[" + request_line(BATCH_IDS[0], "initialize", {"protocol_version": 1}) + b"," \
+        + request_line(BATCH_IDS[1], "sandbox/describe", {"sandbox_id": NEVER_ISSUED_ID}) + b"]"
+    world.values["marker"] = marker
+    frame = batch + b"\n" + request_line(marker, "initialize", {"protocol_version": 1})
+    world.values["exchange"] = exchange(raw_channel(world), frame, answered(marker))
+
+
+@then("the batch was refused with a single error object, not an array")
+def _(world: World) -> None:
+    messages = world.values["exchange"]
+    arrays = [m for m in messages if isinstance(m, list)]
+    expect(not arrays, "the provider wrote a JSON array; batches are not part of the protocol: "
+                       f"{first(arrays)}")
+    marker = world.values["marker"]
+    expect(answered(marker)(messages), f"the request sent after the batch (id {marker}) got no answer")
+    refusals = [m for m in messages if is_answer(m) and not (isinstance(m, dict) and m.get("id") == marker)]
+    expect(len(refusals) == 1, "the batch should be refused with exactly one error object; the provider sent "
+                               f"{len(refusals)} answers for it: {[preview(m, 160) for m in refusals[:3]]}")
+    expect(isinstance(refusals[0], dict) and isinstance(refusals[0].get("error"), dict),
+           f"the batch should be refused with an error object; the provider sent {preview(refusals[0])}")
+
+
+@then("neither request inside the batch was answered on its own")
+def _(world: World) -> None:
+    inside = [m for m in world.values["exchange"] if isinstance(m, dict) and m.get("id") in BATCH_IDS]
+    expect(not inside, "a request inside the batch was answered as if it had been sent alone: "
+                       f"{first(inside)}")
+
+
+# -- concurrency on the shared connection ------------------------------------------------------------
+
+FIRST_CHUNK_WAIT_S = 1.5
+
+
+@when("I start a streamed command that runs for about 3 seconds")
+def _(world: World) -> None:
+    sandbox = world.require_sandbox()
+    running = world.provider.start_exec_stream(
+        sandbox.id, ExecRequest(command="printf 'started\\n'; sleep 3; printf 'finished\\n'", timeout_s=30.0))
+    world.values["running"] = running
+    # A provider that streams live shows the command has started; one that does not is given a moment.
+    deadline = time.monotonic() + FIRST_CHUNK_WAIT_S
+    while not running.chunks_so_far() and not running.done() and time.monotonic() < deadline:
+        time.sleep(0.02)
+
+
+@when("I describe the sandbox while that command is still running")
+def _(world: World) -> None:
+    sandbox = world.require_sandbox()
+    running = world.values["running"]
+    expect(not running.done(), "the 3-second streamed command was answered before the describe could be sent")
+    world.last = attempt(lambda: world.provider.describe(sandbox.id))
+    world.values["described_at"] = time.monotonic()
+    world.values["still_running"] = not running.done()
+
+
+@then("the description came back while the command was still running, at least a second before the "
+      "command's answer")
+def _(world: World) -> None:
+    status = world.last.expect_success("describe while a streamed command runs")
+    expect(status.id == world.require_sandbox().id, f"describe answered a status for {status.id!r}")
+    outcome = world.values["running"].wait()
+    expect(outcome.result.outcome == "ran", f"the streamed command should run: {outcome.result.describe()}")
+    gap = (outcome.answered_at or 0.0) - world.values["described_at"]
+    expect(world.values["still_running"] and gap >= 1.0,
+           "the describe should be answered while the 3-second command still runs, well before the command's "
+           f"answer; it came back {abs(gap):.2f}s {'before' if gap >= 0 else 'after'} that answer (a quick "
+           "request must not wait for a slow one)")
