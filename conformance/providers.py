@@ -11,9 +11,9 @@ from typing import Any
 
 from conformance.adapter import ProviderAdapter
 from conformance.dialects import fabro_sketch, jsonrpc, sandbox_driver_v1
+from conformance.dialects.common import SchemaRules
 from conformance.errors import (
     CallTimeout,
-    ProtocolErrorAnswer,
     ProviderCallError,
     ProviderCrashed,
     ProviderStartError,
@@ -95,7 +95,7 @@ def parse_env_pairs(pairs: Sequence[str]) -> dict[str, str]:
     return env
 
 
-class _UndecidedRules:
+class _UndecidedRules(SchemaRules):
     """Rules while the dialect is not known yet: frames are still checked, shapes are not."""
 
     def envelope_problems(self, message: Any) -> list[SchemaProblem]:
@@ -106,17 +106,6 @@ class _UndecidedRules:
 
     def result_problems(self, method: str, result: Any) -> list[SchemaProblem]:
         return []
-
-    def notification_problems(self, method: str, params: Any) -> list[SchemaProblem]:
-        return []
-
-    def notification_route(self, method: str, params: Any) -> tuple[str, str] | None:
-        return None
-
-    def error_answer(self, method: str, error: dict[str, Any]) -> ProviderCallError:
-        code = error.get("code")
-        return ProtocolErrorAnswer(method=method, code=code if isinstance(code, int) else None,
-                                   message=str(error.get("message", "")), data=error.get("data"))
 
 
 def _rules(dialect: str) -> Any:

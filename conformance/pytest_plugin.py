@@ -24,11 +24,10 @@ from typing import Any
 import pytest
 from faker import Faker
 
-from conformance import bundle
+from conformance import bundle, requirements
 from conformance.adapter import ProviderAdapter
 from conformance.dialects.jsonrpc import raise_wire_violations
 from conformance.errors import ConformanceError, NotExpressible, UsageError, is_provider_fault
-from conformance import requirements
 from conformance.providers import ProviderConfig, parse_env_pairs
 from conformance.reporting import catalogue as scenario_catalogue
 from conformance.reporting import writer

@@ -14,20 +14,18 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from conformance.adapter import (
-    Capabilities,
     EventRoute,
     ExecOutcome,
     ExecRequest,
     OperationInfo,
-    ProviderAdapter,
-    ProviderIdentity,
     SandboxHandle,
     SandboxRequest,
     SandboxStatus,
 )
+from conformance.dialects.common import JsonRpcAdapter
 from conformance.dialects.fabro_sketch.rules import NAME, PROTOCOL_VERSION, capability_flags
-from conformance.dialects.jsonrpc import JsonRpcConnection, JsonRpcRaw, Violation
-from conformance.errors import ApplicationErrorAnswer, NotExpressible, ProviderStartError
+from conformance.dialects.jsonrpc import JsonRpcConnection, Violation
+from conformance.errors import ApplicationErrorAnswer, NotExpressible
 
 Connect = Callable[[str], JsonRpcConnection]
 
@@ -46,30 +44,26 @@ OPERATIONS: dict[str, tuple[str, str, Callable[[str | None], dict[str, Any]]]] =
 }
 
 
-class FabroSketchAdapter(ProviderAdapter):
+class FabroSketchAdapter(JsonRpcAdapter):
     """A sketch plugin, possibly one process per sandbox."""
 
     dialect = NAME
+    version_key = "protocolVersion"
+    capability_flags = staticmethod(capability_flags)
     reports_unsupported_capability = False  # the sketch's unsupported answer is a fixed sentence
 
     def __init__(self, control: JsonRpcConnection, connect: Connect, command: str,
                  base_spec: Mapping[str, Any] | None = None, call_timeout_s: float = 30.0,
                  sandboxes_per_process: str = "auto") -> None:
-        super().__init__()
-        self.control = control
+        super().__init__(control, command, call_timeout_s)
+        self.control = control  # the connection calls about no particular sandbox go to
         self._connect = connect
-        self.command = command
         self.base_spec = dict(base_spec or {})
-        self.call_timeout_s = call_timeout_s
         self.sandboxes_per_process = sandboxes_per_process
-        self._identity: ProviderIdentity | None = None
-        self._capabilities: Capabilities | None = None
-        self._raw: JsonRpcRaw | None = None
         self._lock = threading.Lock()
         self._owners: dict[str, JsonRpcConnection] = {}  # sandbox id → the process that owns it
         self._by_scenario: dict[str, list[JsonRpcConnection]] = {}
         self._spawned = 0
-        control.add_observer(self._observe)
 
     # -- connections -----------------------------------------------------------------------------
 
@@ -128,32 +122,6 @@ class FabroSketchAdapter(ProviderAdapter):
         result = call.result()
         self.adopt_initialize(result)
         return result
-
-    def adopt_initialize(self, result: Any) -> None:
-        """Take identity and capabilities from an initialize answer (the first one wins)."""
-        self.handshake_problems = self.control.rules.result_problems("initialize", result)
-        if not isinstance(result, dict):
-            raise ProviderStartError(f"initialize answered {result!r}, not an object")
-        if self._identity is None:
-            self.initialize_result = result
-            provider = result.get("provider") if isinstance(result.get("provider"), dict) else {}
-            self._identity = ProviderIdentity(
-                kind=str(provider.get("kind", "")), version=str(provider.get("version", "")),
-                protocol_version=result.get("protocolVersion"), dialect=NAME, transport="stdio",
-                command=self.command)
-            self._capabilities = Capabilities(result.get("capabilities"), capability_flags(result.get("capabilities")))
-
-    @property
-    def identity(self) -> ProviderIdentity:
-        if self._identity is None:
-            raise ProviderStartError("the provider has not completed its handshake")
-        return self._identity
-
-    @property
-    def capabilities(self) -> Capabilities:
-        if self._capabilities is None:
-            raise ProviderStartError("the provider has not completed its handshake")
-        return self._capabilities
 
     @property
     def operations(self) -> Mapping[str, OperationInfo]:
@@ -251,27 +219,11 @@ class FabroSketchAdapter(ProviderAdapter):
         with self._lock:
             return [self.control, *{id(c): c for c in self._owners.values()}.values()]
 
-    @property
-    def raw(self) -> JsonRpcRaw:
-        if self._raw is None:
-            self._raw = JsonRpcRaw(self.control)
-        return self._raw
-
-    def stderr_tail(self, since: int | None = None) -> str:
-        return self.control.transport.stderr_tail(since)
-
-    def stderr_position(self) -> int:
-        return self.control.transport.stderr_position()
-
     def take_violations(self) -> list[Violation]:
         found: list[Violation] = []
         for connection in self._connections():
             found.extend(connection.take_violations())
         return found
-
-    @property
-    def alive(self) -> bool:
-        return not self.control.closed and self.control.transport.alive
 
     def close(self) -> None:
         for connection in self._connections():

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from conformance import schemas
-from conformance.errors import ApplicationErrorAnswer, ProtocolErrorAnswer, ProviderCallError
-from conformance.schemas import SchemaProblem
+from conformance.dialects.common import SchemaRules, protocol_error
+from conformance.errors import ApplicationErrorAnswer, ProviderCallError
 
 NAME = "fabro-sketch"
 FOLDER = "fabro-sketch"
@@ -38,49 +37,18 @@ def capability_flags(raw: Any) -> dict[str, bool]:
     return flags
 
 
-def method_ref(method: str, part: str) -> str:
-    return schemas.schema_path(FOLDER, "methods", f"{method.replace('/', '.')}.json") + f"#/$defs/{part}"
+class SketchRules(SchemaRules):
+    """Schema checks and error normalization for sketch messages (the sketch sends no notifications)."""
 
-
-class SketchRules:
-    """Schema checks and error normalization for sketch messages."""
-
-    def __init__(self) -> None:
-        self._envelope = schemas.schema_path(FOLDER, "envelope.json")
-
-    def envelope_problems(self, message: Any) -> list[SchemaProblem]:
-        form = "FromPlugin"
-        if isinstance(message, dict):
-            if "method" in message and "id" not in message:
-                form = "Notification"
-            elif "error" in message:
-                form = "Failure"
-            elif "result" in message:
-                form = "Success"
-        return schemas.problems(f"{self._envelope}#/$defs/{form}", message)
-
-    def params_problems(self, method: str, params: Any) -> list[SchemaProblem]:
-        ref = method_ref(method, "params")
-        return schemas.problems(ref, params) if schemas.exists(ref) else []
-
-    def result_problems(self, method: str, result: Any) -> list[SchemaProblem]:
-        ref = method_ref(method, "result")
-        return schemas.problems(ref, result) if schemas.exists(ref) else []
-
-    def notification_problems(self, method: str, params: Any) -> list[SchemaProblem]:
-        return []
-
-    def notification_route(self, method: str, params: Any) -> tuple[str, str] | None:
-        return None
+    folder = FOLDER
 
     def error_answer(self, method: str, error: dict[str, Any]) -> ProviderCallError:
         code = error.get("code")
-        message = str(error.get("message", ""))
         kind = _KINDS.get(code) if isinstance(code, int) else None
         if kind is None:
-            return ProtocolErrorAnswer(method=method, code=code if isinstance(code, int) else None, message=message,
-                                       data=error.get("data"))
-        return ApplicationErrorAnswer(method=method, code=code, message=message, data=error.get("data"), kind=kind)
+            return protocol_error(method, error)
+        return ApplicationErrorAnswer(method=method, code=code, message=str(error.get("message", "")),
+                                      data=error.get("data"), kind=kind)
 
 
 def looks_like(initialize_result: Any) -> bool:

@@ -8,6 +8,7 @@ import itertools
 from collections.abc import Mapping
 from typing import Any
 
+from conformance import schemas
 from conformance.adapter import (
     Capabilities,
     DirEntryInfo,
@@ -18,14 +19,13 @@ from conformance.adapter import (
     HealthInfo,
     OperationInfo,
     ProcessExit,
-    ProviderAdapter,
-    ProviderIdentity,
     ReceivedEvent,
     SandboxHandle,
     SandboxRequest,
     SandboxStatus,
 )
-from conformance.dialects.jsonrpc import Inbound, JsonRpcConnection, JsonRpcRaw, Violation
+from conformance.dialects.common import JsonRpcAdapter
+from conformance.dialects.jsonrpc import Inbound, JsonRpcConnection
 from conformance.dialects.sandbox_driver_v1.operations import OPERATIONS
 from conformance.dialects.sandbox_driver_v1.rules import (
     DEFAULT_BASE_SPEC,
@@ -35,8 +35,7 @@ from conformance.dialects.sandbox_driver_v1.rules import (
     common_ref,
 )
 from conformance.dialects.sandbox_driver_v1.streams import V1RunningExec, V1RunningFollow
-from conformance.errors import ApplicationErrorAnswer, NotExpressible, ProviderStartError
-from conformance import schemas
+from conformance.errors import ApplicationErrorAnswer, NotExpressible
 from conformance.schemas import SchemaProblem
 
 
@@ -55,10 +54,11 @@ def _status(raw: Any) -> SandboxStatus:
                          name=raw.get("name"), labels=labels, raw=raw)
 
 
-class SandboxDriverV1Adapter(ProviderAdapter):
+class SandboxDriverV1Adapter(JsonRpcAdapter):
     """A v1 plugin behind the shared adapter."""
 
     dialect = NAME
+    capability_flags = staticmethod(capability_flags)
 
     def __init__(
         self,
@@ -68,17 +68,10 @@ class SandboxDriverV1Adapter(ProviderAdapter):
         run_labels: Mapping[str, str] | None = None,
         call_timeout_s: float = 30.0,
     ) -> None:
-        super().__init__()
-        self.connection = connection
-        self.command = command
+        super().__init__(connection, command, call_timeout_s)
         self.base_spec = dict(base_spec if base_spec is not None else DEFAULT_BASE_SPEC)
         self.run_labels = dict(run_labels or {})
-        self.call_timeout_s = call_timeout_s
         self._tokens = itertools.count(1)
-        self._identity: ProviderIdentity | None = None
-        self._capabilities: Capabilities | None = None
-        self._raw: JsonRpcRaw | None = None
-        connection.add_observer(self._observe)
 
     def _call(self, method: str, params: Any, timeout_s: float | None = None) -> Any:
         return self.connection.call(method, params, timeout_s or self.call_timeout_s)
@@ -92,34 +85,6 @@ class SandboxDriverV1Adapter(ProviderAdapter):
         result = call.result()
         self.adopt_initialize(result)
         return result
-
-    def adopt_initialize(self, result: Any) -> None:
-        """Take identity and capabilities from an initialize answer (the first successful one wins);
-        keep its schema problems for the handshake scenarios."""
-        self.handshake_problems = self.connection.rules.result_problems("initialize", result)
-        if not isinstance(result, dict):
-            raise ProviderStartError(f"initialize answered {result!r}, not an object")
-        if self._identity is None:
-            self.initialize_result = result
-            provider = result.get("provider") if isinstance(result.get("provider"), dict) else {}
-            self._identity = ProviderIdentity(
-                kind=str(provider.get("kind", "")), version=str(provider.get("version", "")),
-                protocol_version=result.get("protocol_version"), dialect=NAME, transport="stdio",
-                command=self.command,
-            )
-            self._capabilities = Capabilities(result.get("capabilities"), capability_flags(result.get("capabilities")))
-
-    @property
-    def identity(self) -> ProviderIdentity:
-        if self._identity is None:
-            raise ProviderStartError("the provider has not completed its handshake")
-        return self._identity
-
-    @property
-    def capabilities(self) -> Capabilities:
-        if self._capabilities is None:
-            raise ProviderStartError("the provider has not completed its handshake")
-        return self._capabilities
 
     @property
     def operations(self) -> Mapping[str, OperationInfo]:
@@ -399,27 +364,3 @@ class SandboxDriverV1Adapter(ProviderAdapter):
 
     def cancel_stream(self, stream_id: str) -> None:
         self._call("stream/cancel", {"stream_id": stream_id})
-
-    # -- diagnostics and teardown ----------------------------------------------------------------
-
-    @property
-    def raw(self) -> JsonRpcRaw:
-        if self._raw is None:
-            self._raw = JsonRpcRaw(self.connection)
-        return self._raw
-
-    def stderr_tail(self, since: int | None = None) -> str:
-        return self.connection.transport.stderr_tail(since)
-
-    def stderr_position(self) -> int:
-        return self.connection.transport.stderr_position()
-
-    def take_violations(self) -> list[Violation]:
-        return self.connection.take_violations()
-
-    @property
-    def alive(self) -> bool:
-        return not self.connection.closed and self.connection.transport.alive
-
-    def close(self) -> None:
-        self.connection.close()

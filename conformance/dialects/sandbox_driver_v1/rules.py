@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from conformance import schemas
-from conformance.errors import ApplicationErrorAnswer, ProtocolErrorAnswer, ProviderCallError
+from conformance.dialects.common import SchemaRules, protocol_error
+from conformance.errors import ApplicationErrorAnswer, ProviderCallError
 from conformance.schemas import SchemaProblem
 
 NAME = "sandbox-driver-v1"
@@ -66,34 +67,10 @@ def common_ref(name: str) -> str:
     return schemas.schema_path(FOLDER, "common.json") + f"#/$defs/{name}"
 
 
-class V1Rules:
-    """Schema checks and error normalization for v1 messages."""
+class V1Rules(SchemaRules):
+    """Schema checks, notification routing and error normalization for v1 messages."""
 
-    def __init__(self) -> None:
-        self._envelope = schemas.schema_path(FOLDER, "envelope.json")
-
-    @staticmethod
-    def _known(ref: str) -> str | None:
-        return ref if schemas.exists(ref) else None
-
-    def envelope_problems(self, message: Any) -> list[SchemaProblem]:
-        form = "FromPlugin"
-        if isinstance(message, dict):
-            if "method" in message and "id" not in message:
-                form = "Notification"
-            elif "error" in message:
-                form = "Failure"
-            elif "result" in message:
-                form = "Success"
-        return schemas.problems(f"{self._envelope}#/$defs/{form}", message)
-
-    def params_problems(self, method: str, params: Any) -> list[SchemaProblem]:
-        ref = self._known(method_ref(method, "params"))
-        return schemas.problems(ref, params) if ref else []
-
-    def result_problems(self, method: str, result: Any) -> list[SchemaProblem]:
-        ref = self._known(method_ref(method, "result"))
-        return schemas.problems(ref, result) if ref else []
+    folder = FOLDER
 
     def notification_problems(self, method: str, params: Any) -> list[SchemaProblem]:
         if method not in NOTIFICATIONS:
@@ -110,18 +87,16 @@ class V1Rules:
         return (method, params[key])
 
     def error_answer(self, method: str, error: dict[str, Any]) -> ProviderCallError:
-        code = error.get("code")
-        message = str(error.get("message", ""))
         data = error.get("data")
-        if code == -32000 and isinstance(data, dict) and isinstance(data.get("report"), dict):
+        if error.get("code") == -32000 and isinstance(data, dict) and isinstance(data.get("report"), dict):
             report = data["report"]
             detail = data.get("detail") if isinstance(data.get("detail"), dict) else {}
             return ApplicationErrorAnswer(
-                method=method, code=code, message=message, data=data,
+                method=method, code=-32000, message=str(error.get("message", "")), data=data,
                 kind=str(report.get("kind", "unknown")), detail=detail,
                 retryable=bool(report.get("retryable", False)),
             )
-        return ProtocolErrorAnswer(method=method, code=code if isinstance(code, int) else None, message=message, data=data)
+        return protocol_error(method, error)
 
 
 def looks_like(initialize_result: Any) -> bool:

@@ -1,0 +1,133 @@
+"""What every JSON-RPC dialect shares: schema-driven message rules and the handshake bookkeeping of an
+adapter that talks to a plugin over a ``JsonRpcConnection``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from conformance import schemas
+from conformance.adapter import Capabilities, ProviderAdapter, ProviderIdentity
+from conformance.dialects.jsonrpc import JsonRpcConnection, JsonRpcRaw, Violation
+from conformance.errors import ProtocolErrorAnswer, ProviderCallError, ProviderStartError
+from conformance.schemas import SchemaProblem
+
+
+def protocol_error(method: str, error: dict[str, Any]) -> ProtocolErrorAnswer:
+    """A JSON-RPC level error answer, as any dialect reads it."""
+    code = error.get("code")
+    return ProtocolErrorAnswer(method=method, code=code if isinstance(code, int) else None,
+                               message=str(error.get("message", "")), data=error.get("data"))
+
+
+class SchemaRules:
+    """Message checks read from ``schemas/<folder>/``: ``envelope.json`` for the message forms and
+    ``methods/<method>.json`` for params and results. Dialects add notifications and errors."""
+
+    folder = ""
+
+    def __init__(self) -> None:
+        self._envelope = schemas.schema_path(self.folder, "envelope.json")
+
+    def method_ref(self, method: str, part: str) -> str:
+        return schemas.schema_path(self.folder, "methods", f"{method.replace('/', '.')}.json") + f"#/$defs/{part}"
+
+    def envelope_problems(self, message: Any) -> list[SchemaProblem]:
+        form = "FromPlugin"
+        if isinstance(message, dict):
+            if "method" in message and "id" not in message:
+                form = "Notification"
+            elif "error" in message:
+                form = "Failure"
+            elif "result" in message:
+                form = "Success"
+        return schemas.problems(f"{self._envelope}#/$defs/{form}", message)
+
+    def _method_problems(self, method: str, part: str, instance: Any) -> list[SchemaProblem]:
+        ref = self.method_ref(method, part)
+        return schemas.problems(ref, instance) if schemas.exists(ref) else []
+
+    def params_problems(self, method: str, params: Any) -> list[SchemaProblem]:
+        return self._method_problems(method, "params", params)
+
+    def result_problems(self, method: str, result: Any) -> list[SchemaProblem]:
+        return self._method_problems(method, "result", result)
+
+    def notification_problems(self, method: str, params: Any) -> list[SchemaProblem]:
+        return []
+
+    def notification_route(self, method: str, params: Any) -> tuple[str, str] | None:
+        return None
+
+    def error_answer(self, method: str, error: dict[str, Any]) -> ProviderCallError:
+        return protocol_error(method, error)
+
+
+class JsonRpcAdapter(ProviderAdapter):
+    """An adapter whose provider is a JSON-RPC plugin: identity and capabilities come from the first
+    successful ``initialize`` answer; diagnostics come from the control connection."""
+
+    version_key = "protocol_version"  # where the initialize answer names its protocol version
+    capability_flags: Callable[[Any], dict[str, bool]] = staticmethod(lambda raw: {})
+
+    def __init__(self, connection: JsonRpcConnection, command: str, call_timeout_s: float) -> None:
+        super().__init__()
+        self.connection = connection
+        self.command = command
+        self.call_timeout_s = call_timeout_s
+        self._identity: ProviderIdentity | None = None
+        self._capabilities: Capabilities | None = None
+        self._raw: JsonRpcRaw | None = None
+        connection.add_observer(self._observe)
+
+    def adopt_initialize(self, result: Any) -> None:
+        """Take identity and capabilities from an initialize answer (the first successful one wins);
+        keep its schema problems for the handshake scenarios."""
+        self.handshake_problems = self.connection.rules.result_problems("initialize", result)
+        if not isinstance(result, dict):
+            raise ProviderStartError(f"initialize answered {result!r}, not an object")
+        if self._identity is not None:
+            return
+        self.initialize_result = result
+        provider = result.get("provider") if isinstance(result.get("provider"), dict) else {}
+        self._identity = ProviderIdentity(
+            kind=str(provider.get("kind", "")), version=str(provider.get("version", "")),
+            protocol_version=result.get(self.version_key), dialect=self.dialect, transport="stdio",
+            command=self.command,
+        )
+        raw = result.get("capabilities")
+        self._capabilities = Capabilities(raw, type(self).capability_flags(raw))
+
+    @property
+    def identity(self) -> ProviderIdentity:
+        if self._identity is None:
+            raise ProviderStartError("the provider has not completed its handshake")
+        return self._identity
+
+    @property
+    def capabilities(self) -> Capabilities:
+        if self._capabilities is None:
+            raise ProviderStartError("the provider has not completed its handshake")
+        return self._capabilities
+
+    @property
+    def raw(self) -> JsonRpcRaw:
+        if self._raw is None:
+            self._raw = JsonRpcRaw(self.connection)
+        return self._raw
+
+    def stderr_tail(self, since: int | None = None) -> str:
+        return self.connection.transport.stderr_tail(since)
+
+    def stderr_position(self) -> int:
+        return self.connection.transport.stderr_position()
+
+    def take_violations(self) -> list[Violation]:
+        return self.connection.take_violations()
+
+    @property
+    def alive(self) -> bool:
+        return not self.connection.closed and self.connection.transport.alive
+
+    def close(self) -> None:
+        self.connection.close()
