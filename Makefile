@@ -6,7 +6,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 WORKERS ?= 2
 
-.PHONY: setup run test wheel bench clean
+.PHONY: setup run run-sketch test wheel bench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +18,9 @@ setup: $(BIN)/.installed
 
 run: setup
 	$(BIN)/sandbox-conformance run
+
+run-sketch: setup
+	$(BIN)/sandbox-conformance run --plugin "$(BIN)/sandbox-conformance-host-plugin --dialect fabro-sketch"
 
 test: setup
 	$(BIN)/pytest -n $(WORKERS)

@@ -97,6 +97,7 @@ class SandboxRequest:
     cpu_cores: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # dialect-level fields a scenario sets on purpose
     events: EventRoute | None = None
+    from_snapshot: str | None = None  # start from this snapshot (by name, or a sketch snapshot tag)
 
 
 @dataclass(frozen=True)
@@ -333,6 +334,9 @@ class ProviderAdapter(ABC):
 
     dialect: str = "unknown"
     reports_unsupported_capability: bool = True  # does an `unsupported` answer name the capability?
+    # What an exec result of this dialect can carry beyond exit code, termination and text output:
+    # "bytes" (any byte value), "signal", "duration", "stage" and "outcome_kind".
+    exec_reports: frozenset[str] = frozenset()
 
     def __init__(self) -> None:
         self.handshake_problems: list[Any] = []

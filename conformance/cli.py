@@ -16,7 +16,13 @@ from typing import Any, NoReturn
 
 from conformance import __version__
 from conformance.errors import ConformanceError, UsageError
-from conformance.providers import DIALECTS, ProviderConfig, open_provider, parse_env_pairs
+from conformance.providers import (
+    DIALECTS,
+    SANDBOXES_PER_PROCESS,
+    ProviderConfig,
+    open_provider,
+    parse_env_pairs,
+)
 from conformance.runner import INI_FILE, SCENARIOS_MODULE
 
 PROG = "sandbox-conformance"
@@ -48,6 +54,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="forward a variable from this environment to the plugin")
     target.add_argument("--call-timeout", type=float, default=30.0, metavar="SECONDS",
                         help="deadline of a single provider call (default: 30)")
+    target.add_argument("--sandboxes-per-process", choices=SANDBOXES_PER_PROCESS, default="auto",
+                        help="fabro-sketch plugins: does one plugin process own one sandbox or many "
+                             "(default: auto, detected with a probe)")
     select = run.add_argument_group("selection")
     select.add_argument("-k", dest="keyword", metavar="EXPR", help="pytest keyword expression over test names")
     select.add_argument("--tags", metavar="EXPR", help="tag expression, e.g. 'must and not cap:exec.stdin'")
@@ -135,6 +144,8 @@ def pytest_arguments(args: argparse.Namespace, config: ProviderConfig) -> list[s
     ]
     if config.plugin is not None:
         argv += ["--sc-plugin", config.plugin]
+    if config.sandboxes_per_process != "auto":
+        argv += ["--sc-sandboxes-per-process", config.sandboxes_per_process]
     if config.create_spec is not None:
         argv += ["--sc-create-spec", json.dumps(config.create_spec)]
     for name, value in config.env.items():
@@ -171,7 +182,7 @@ def command_run(args: argparse.Namespace) -> int:
     config = ProviderConfig(
         plugin=args.plugin, dialect=args.dialect, env=parse_env_pairs(args.env), pass_env=args.pass_env,
         create_spec=_load_create_spec(args.create_spec), run_id=args.run_id or f"run-{uuid.uuid4().hex[:12]}",
-        call_timeout_s=args.call_timeout,
+        call_timeout_s=args.call_timeout, sandboxes_per_process=args.sandboxes_per_process,
     )
     config.validate()
     _check_report_dir(args.report_dir)

@@ -71,6 +71,7 @@ class ScenarioRecord:
     failed_step: str | None = None
     fresh: list[ProviderAdapter] = field(default_factory=list)
     cleanup: CleanupReport = field(default_factory=CleanupReport)
+    findings: dict[str, dict[str, str]] = field(default_factory=dict)  # requirement id → what was found
 
     def stderr(self) -> str:
         """What the providers of this scenario wrote to stderr while it ran."""
@@ -108,6 +109,7 @@ class RunState:
             plugin=option.sc_plugin, dialect=option.sc_dialect,
             env=parse_env_pairs(option.sc_env or []), pass_env=list(option.sc_pass_env or []),
             create_spec=create_spec, run_id=self.run_id, call_timeout_s=option.sc_call_timeout,
+            sandboxes_per_process=option.sc_sandboxes_per_process,
         )
         self.provider_config.validate()
         self.report_dir = Path(option.sc_report_dir)
@@ -135,6 +137,8 @@ class RunState:
             parts += ["--plugin", config.plugin]
         if config.dialect != "auto":
             parts += ["--dialect", config.dialect]
+        if config.sandboxes_per_process != "auto":
+            parts += ["--sandboxes-per-process", config.sandboxes_per_process]
         if config.create_spec is not None:
             parts += ["--create-spec", json.dumps(config.create_spec, separators=(",", ":"))]
         for name in config.env:
@@ -174,6 +178,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--sc-run-id", default=None, help="label value that marks this run's sandboxes")
     group.addoption("--sc-call-timeout", type=float, default=30.0, help="deadline of one provider call (s)")
     group.addoption("--sc-seed", type=int, default=None, help="seed of generated data (replays a run)")
+    group.addoption("--sc-sandboxes-per-process", default="auto", help="fabro-sketch: one, many or auto")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -382,6 +387,18 @@ def conformance_fresh_provider(request: pytest.FixtureRequest):
 
 
 @pytest.fixture
+def conformance_finding(request: pytest.FixtureRequest):
+    """Records what a scenario found out about a requirement with several honest outcomes (a gap:
+    ``supported`` or ``refused``), for the gap section of the report."""
+    record: ScenarioRecord = request.node.stash[RECORD]
+
+    def note(requirement: str, status: str, detail: str) -> None:
+        record.findings[requirement] = {"status": status, "detail": detail}
+
+    return note
+
+
+@pytest.fixture
 def conformance_faker(request: pytest.FixtureRequest) -> Faker:
     """Generated data for this scenario: the same run seed and scenario id give the same values."""
     state = _state(request.config)
@@ -431,6 +448,8 @@ def _payload(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.Test
     record = item.stash.get(RECORD, None)
     if report.when == "teardown" and record is not None:
         payload["sandboxes"] = {"created": record.cleanup.created, "leaked": sorted(record.cleanup.leaked)}
+    if report.when == "call" and record is not None and record.findings:
+        payload["findings"] = record.findings
     if report.passed:
         payload["outcome"] = "passed"
         return payload

@@ -4,7 +4,7 @@ Feature: Handshake and envelope
   can read; and answers requests it cannot accept with the right JSON-RPC error instead of going
   silent or crashing.
 
-  @id:handshake-identity @req:SDP1-016 @req:SDP1-018 @must
+  @id:handshake-identity @req:SKETCH-001 @req:SDP1-016 @req:SDP1-018 @must
   Scenario: The initialize answer names the protocol, the provider and its capabilities
     Given a freshly started provider
     When the host initializes it
@@ -21,13 +21,13 @@ Feature: Handshake and envelope
     Then the handshake is refused with an application error
     And the refusal message names version 99 and the provider's own version 1
 
-  @id:unknown-method @req:SDP1-014 @must
+  @id:unknown-method @req:SKETCH-003 @req:SDP1-014 @must
   Scenario: A request for a method that does not exist is answered "method not found"
     Given a freshly started provider that has been initialized
     When the host calls the method "conformance/no-such-method"
     Then the answer is the JSON-RPC error -32601 "method not found"
 
-  @id:malformed-line @req:SDP1-042 @must
+  @id:malformed-line @req:SKETCH-008 @req:SDP1-042 @must
   Scenario: A line that is not JSON is answered "invalid request", and the provider keeps serving
     Given a freshly started provider that has been initialized
     When the host sends a line that is not JSON

@@ -16,7 +16,7 @@ Feature: Sandbox lifecycle
     When I delete the sandbox
     Then the delete succeeds
 
-  @id:handle-info @req:SDP1-050 @req:SDP1-021 @must
+  @id:handle-info @req:SDP1-050 @req:SDP1-021 @must @dialect:sandbox-driver-v1
   Scenario: A new sandbox's handle carries everything needed to operate it
     Given a provider
     When I create a sandbox
@@ -128,16 +128,6 @@ Feature: Sandbox lifecycle
     When I fork the sandbox without its memory
     Then the fork is refused as invalid_spec naming include_memory, or as unsupported naming lifecycle.fork when forks are not declared
 
-  @id:fork-copy @req:SDP1-063 @must @cap:lifecycle.fork
-  Scenario: A fork runs beside the original with its own copy of the files
-    Given a sandbox with a marker file
-    When I fork the sandbox with its memory
-    Then the new sandbox is a different sandbox
-    And both the original and the new sandbox are described as running
-    And the new sandbox has the marker file
-    When I write a file in the new sandbox
-    Then that file does not appear in the original sandbox
-
   @id:resize @req:SDP1-023 @must @cap:lifecycle.resize
   Scenario: A resized sandbox reports its new resources and keeps running
     Given a sandbox
@@ -209,15 +199,6 @@ Feature: Sandbox lifecycle
     Then the sandbox's status reports that name
 
   # -- snapshots and volumes -------------------------------------------------------------------------
-
-  @id:snapshot-filesystem @req:SDP1-053 @req:SDP1-064 @must @cap:lifecycle.snapshot_sandbox
-  Scenario: A sandbox made from a filesystem snapshot has the snapshot's files and a life of its own
-    Given a sandbox with a marker file
-    When I take a filesystem snapshot of the sandbox
-    And I create a sandbox from that snapshot by name
-    Then the new sandbox has the marker file
-    When I write a file in the new sandbox
-    Then that file does not appear in the original sandbox
 
   @id:snapshot-modes-honest @req:SDP1-064 @must @cap:lifecycle.snapshot_sandbox
   Scenario: A snapshot that keeps live processes is taken only by a provider that declares it

@@ -9,7 +9,7 @@ from typing import Any
 from faker import Faker
 
 from conformance.adapter import ExecOutcome, ExecRequest, ProviderAdapter, SandboxHandle, SandboxRequest
-from conformance.errors import ApplicationErrorAnswer, ProviderCallError
+from conformance.errors import ApplicationErrorAnswer, NotExpressible, ProviderCallError
 
 CONFORMANCE_PREFIX = "conformance"
 
@@ -51,6 +51,7 @@ class World:
     provider: ProviderAdapter
     start_fresh: Callable[..., ProviderAdapter]
     faker: Faker
+    note_finding: Callable[[str, str, str], None] = lambda requirement, status, detail: None
     sandbox: SandboxHandle | None = None
     fresh: ProviderAdapter | None = None
     outcome: ExecOutcome | None = None
@@ -68,6 +69,18 @@ class World:
         expect(self.sandbox is not None, "the scenario has no sandbox yet (a Given step is missing)")
         assert self.sandbox is not None
         return self.sandbox
+
+    def working_directory(self) -> str:
+        """The sandbox's working directory, as its handle names it (some dialects name none)."""
+        directory = self.require_sandbox().working_directory
+        if not directory:
+            raise NotExpressible(self.provider.dialect, "the sandbox's working directory")
+        return directory
+
+    def require_report(self, field: str) -> None:
+        """Skip, as not expressible, a check of an exec result field this dialect cannot carry."""
+        if field not in self.provider.exec_reports:
+            raise NotExpressible(self.provider.dialect, f"an exec result's {field}")
 
     def token(self, prefix: str = CONFORMANCE_PREFIX) -> str:
         return f"{prefix}-{self.faker.pystr(min_chars=10, max_chars=10).lower()}"

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 from pytest_bdd import parsers, then, when
 
-from conformance.errors import ApplicationErrorAnswer
+from conformance.errors import ApplicationErrorAnswer, NotExpressible
 
 from ._world import World, attempt, expect
 
@@ -12,7 +13,8 @@ from ._world import World, attempt, expect
 @when(parsers.parse("I ask the provider to {operation}"))
 def _(world: World, operation: str) -> None:
     info = world.provider.operations.get(operation)
-    expect(info is not None, f"the adapter knows no optional operation called {operation!r}")
+    if info is None:
+        raise NotExpressible(world.provider.dialect, operation)
     sandbox_id = world.require_sandbox().id if info.needs_sandbox else None
     world.values["operation"] = operation
     world.last = attempt(lambda: world.provider.invoke(operation, sandbox_id))
@@ -66,3 +68,15 @@ def _(world: World, capability: str) -> None:
         expect(named in acceptable,
                f"the unsupported answer to '{operation}' names capability {named!r}; expected "
                f"{' or '.join(sorted(acceptable))}")
+
+
+@then(parsers.parse('unless {capability} is declared, the refusal has code {code:d} and says "{sentence}"'))
+def _(world: World, capability: str, code: int, sentence: str) -> None:
+    if _declared(world, capability):
+        pytest.skip(f"capability {capability} is declared, so its refusal cannot be observed")
+    error = world.last.error
+    expect(error is not None, f"{capability} is not declared, but the operation succeeded with {world.last.answer!r}")
+    assert error is not None
+    expect(error.code == code and error.message == sentence,
+           f"an undeclared operation must be refused with code {code} and exactly {sentence!r}; "
+           f"it answered code {error.code} with {error.message!r}")

@@ -38,7 +38,7 @@ def _(world: World, command: str, name: str) -> None:
 def _(world: World, name: str) -> None:
     outcome = world.run(f"mkdir -p -- '{name}'")
     expect(outcome.outcome == "ran" and outcome.exit_code == 0, f"could not create {name}: {outcome.describe()}")
-    world.values["directory"] = os.path.join(world.require_sandbox().working_directory or "", name)
+    world.values["directory"] = os.path.join(world.working_directory(), name)
 
 
 @when(parsers.re(r"I run `(?P<command>.+)` in that directory, given by its absolute path$"))
@@ -48,6 +48,7 @@ def _(world: World, command: str) -> None:
 
 @when("I run a command that writes every byte value from 0 to 255 to stdout")
 def _(world: World) -> None:
+    world.require_report("bytes")
     world.run(_octal_printf(ALL_BYTES))
 
 
@@ -115,6 +116,7 @@ def sanitization_mode(spelled: str) -> str | None:
 
 @when("I run a command that writes every byte value from 0 to 255 to stderr")
 def _(world: World) -> None:
+    world.require_report("bytes")
     world.run(_octal_printf(ALL_BYTES) + " >&2")
 
 
@@ -161,8 +163,7 @@ def _(world: World, command: str, seconds: str) -> None:
 @when(parsers.re(r"I run `(?P<command>.+)` in that directory, given by its path relative to the sandbox's "
                  r"working directory$"))
 def _(world: World, command: str) -> None:
-    base = world.require_sandbox().working_directory or ""
-    world.run(command, working_dir=os.path.relpath(world.values["directory"], base))
+    world.run(command, working_dir=os.path.relpath(world.values["directory"], world.working_directory()))
 
 
 # -- verdicts -------------------------------------------------------------------------------------
@@ -198,6 +199,7 @@ def _(world: World) -> None:
 
 @then(parsers.parse("the command was ended by signal {number:d}"))
 def _(world: World, number: int) -> None:
+    world.require_report("signal")
     outcome = world.ran()
     expect(outcome.signal == number,
            f"the command killed itself with signal {number}, so the result's signal should be {number}; "
@@ -222,6 +224,7 @@ def _(world: World, bound: int) -> None:
 def _(world: World, seconds: int) -> None:
     outcome = world.ran()
     # The adapter only reports a duration the provider gave as whole milliseconds.
+    world.require_report("duration")
     expect(outcome.duration_s is not None,
            f"the result should carry its duration as a whole number of milliseconds; got {outcome.describe()}")
     assert outcome.duration_s is not None

@@ -488,8 +488,8 @@ def _(world: World, request: pytest.FixtureRequest) -> None:
 
 @when("I create a sandbox from that snapshot by name")
 def _(world: World) -> None:
-    source = {"snapshot": {"name": world.values["snapshot_name"]}}
-    outcome = attempt(lambda: world.provider.create(SandboxRequest(extra={"source": source})))
+    name = world.values["snapshot_name"]
+    outcome = attempt(lambda: world.provider.create(SandboxRequest(from_snapshot=name)))
     world.values["new_sandbox"] = outcome.expect_success(
         f"creating a sandbox from snapshot {world.values['snapshot_name']!r} (source.snapshot.name)")
 

@@ -9,8 +9,8 @@ from ._world import World
 
 
 @pytest.fixture
-def world(conformance_provider, conformance_fresh_provider, conformance_faker) -> World:
-    return World(conformance_provider, conformance_fresh_provider, conformance_faker)
+def world(conformance_provider, conformance_fresh_provider, conformance_faker, conformance_finding) -> World:
+    return World(conformance_provider, conformance_fresh_provider, conformance_faker, conformance_finding)
 
 
 @given("a provider")

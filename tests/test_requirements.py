@@ -41,10 +41,17 @@ def test_the_registry_loads_and_lives_inside_the_package() -> None:
 
 
 def test_the_registry_holds_every_numbered_item_once_plus_the_suite_derived_ones() -> None:
-    ids = list(load())
+    ids = list(load("sandbox-driver-v1"))
     assert len(ids) == len(set(ids))
     numbered = {f"SDP1-{n:03d}" for n in range(1, 127)}
     assert set(ids) == numbered | SUITE_DERIVED
+
+
+def test_every_registry_is_merged_and_none_claims_another_s_ids() -> None:
+    merged = load()
+    assert set(registry.registries()) >= {"sandbox-driver-v1", "fabro-sketch", "gaps"}
+    assert {"SKETCH-002", "GAP-1", "GAP-2", "GAP-3", "SDP1-059"} <= set(merged)
+    assert len(merged) == sum(len(load(name)) for name in registry.registries())
 
 
 def test_host_and_unobservable_items_say_why_they_are_excluded() -> None:

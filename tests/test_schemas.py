@@ -26,6 +26,7 @@ from conformance import bundle, schemas
 
 EXAMPLES_DIR = Path(__file__).resolve().parent / "schema_examples"
 DIALECT = "sandbox-driver-v1"
+DIALECTS = ("sandbox-driver-v1", "fabro-sketch")
 DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
 ENVELOPE_FORMS = ("Request", "Success", "Failure", "Notification", "FromPlugin")
 # The shared shapes every message leans on; each needs its own examples, not just coverage through a method.
@@ -145,7 +146,7 @@ def test_invalid_example_is_rejected(example: Example) -> None:
 
 def test_every_example_file_names_a_schema_folder() -> None:
     files = example_files()
-    assert {DIALECT, "report"} <= set(files), f"examples files found: {sorted(files)}"
+    assert {*DIALECTS, "report"} <= set(files), f"examples files found: {sorted(files)}"
     for folder in files:
         assert (bundle.schemas_dir() / folder).is_dir(), f"{folder}.yaml describes no folder under schemas/"
 
@@ -174,22 +175,23 @@ def test_every_ref_names_an_existing_schema(folder: str) -> None:
     assert not missing, f"refs in {folder}.yaml that name no schema: {missing}"
 
 
-def _dialect_refs() -> set[str]:
-    return set(example_files()[DIALECT])
+def _dialect_refs(dialect: str = DIALECT) -> set[str]:
+    return set(example_files()[dialect])
 
 
-def _relative(path: Path) -> str:
-    return path.relative_to(bundle.schemas_dir() / DIALECT).as_posix()
+def _relative(path: Path, dialect: str = DIALECT) -> str:
+    return path.relative_to(bundle.schemas_dir() / dialect).as_posix()
 
 
-def test_every_method_has_params_and_result_examples() -> None:
-    methods = [p for p in schemas.files(DIALECT) if p.parent.name == "methods"]
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_every_method_has_params_and_result_examples(dialect: str) -> None:
+    methods = [p for p in schemas.files(dialect) if p.parent.name == "methods"]
     assert methods, "no method schemas found"
     missing = [
-        f"{_relative(path)}#/$defs/{part}"
+        f"{_relative(path, dialect)}#/$defs/{part}"
         for path in methods
         for part in ("params", "result")
-        if f"{_relative(path)}#/$defs/{part}" not in _dialect_refs()
+        if f"{_relative(path, dialect)}#/$defs/{part}" not in _dialect_refs(dialect)
     ]
     assert not missing, f"method schemas without examples: {missing}"
 
@@ -207,6 +209,10 @@ def test_every_envelope_form_and_important_common_def_has_examples() -> None:
     wanted += [f"common.json#/$defs/{name}" for name in IMPORTANT_COMMON_DEFS]
     missing = [ref for ref in wanted if ref not in _dialect_refs()]
     assert not missing, f"shapes without examples: {missing}"
+    sketch = [f"envelope.json#/$defs/{form}" for form in ENVELOPE_FORMS]
+    sketch += [f"common.json#/$defs/{name}" for name in ("Capabilities", "SandboxId", "ProviderKind", "ErrorObject")]
+    missing = [ref for ref in sketch if ref not in _dialect_refs("fabro-sketch")]
+    assert not missing, f"sketch shapes without examples: {missing}"
 
 
 def test_the_report_root_has_examples() -> None:

@@ -29,6 +29,7 @@ class ScenarioResult:
     stderr: str | None = None
     reproduce: str | None = None
     requirement_texts: dict[str, str] = field(default_factory=dict)
+    findings: dict[str, dict[str, str]] = field(default_factory=dict)
 
     @property
     def capability(self) -> str | None:
@@ -37,6 +38,7 @@ class ScenarioResult:
     def absorb(self, phase: str, payload: dict[str, Any]) -> None:
         """Fold one phase's report into the scenario's outcome."""
         self.duration_s = round(self.duration_s + float(payload.get("duration_s", 0.0)), 3)
+        self.findings.update(payload.get("findings") or {})
         outcome = payload.get("outcome", "passed")
         if outcome == "passed":
             return

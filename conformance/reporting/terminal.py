@@ -52,6 +52,9 @@ def render_summary(document: dict[str, Any], width: int = 110, color: bool = Fal
     summary = document["summary"]
     table.add_row(*(str(summary[c]) for c in ("passed", "failed", "errors", "skipped", "disabled", "total")))
     console.print(table)
+    for gap_id, gap in (document.get("gaps") or {}).items():
+        style = {"violated": "bold red", "supported": "green", "refused": "cyan"}.get(gap["status"], "dim")
+        console.print(Text(f"{gap_id} {gap['title']}: ", style="bold"), Text(gap["summary"], style=style), soft_wrap=True)
     sandboxes = document["sandboxes"]
     console.print(f"sandboxes: {sandboxes['created']} created, {sandboxes['deleted']} deleted, "
                   f"{len(sandboxes['leaked'])} leaked")

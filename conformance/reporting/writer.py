@@ -13,6 +13,7 @@ import pytest
 
 from conformance import __version__, schemas
 from conformance.errors import HarnessError
+from conformance.reporting.gaps import gap_section
 from conformance.reporting.model import ScenarioResult, summarize
 
 DOCUMENT = pytest.StashKey[dict]()
@@ -42,6 +43,7 @@ def build_document(
         "summary": summarize(results),
         "sandboxes": sandboxes,
         "wire_violations_outside_scenarios": unattributed,
+        "gaps": gap_section(results),
         "scenarios": [r.to_dict(include_diagnostics=r.outcome in ("failed", "error")) for r in results],
         "failures": [r.id for r in sorted(results, key=lambda r: order[r.outcome]) if r.outcome in ("failed", "error")],
     }

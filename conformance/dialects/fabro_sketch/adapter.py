@@ -28,6 +28,7 @@ from conformance.dialects.jsonrpc import JsonRpcConnection, Violation
 from conformance.errors import ApplicationErrorAnswer, NotExpressible
 
 Connect = Callable[[str], JsonRpcConnection]
+CREATE_FIELDS = frozenset({"snapshot_tag"})  # everything the sketch's sandbox/create accepts
 
 # Optional operations of the sketch by neutral name: (method, capability, params builder).
 OPERATIONS: dict[str, tuple[str, str, Callable[[str | None], dict[str, Any]]]] = {
@@ -51,6 +52,7 @@ class FabroSketchAdapter(JsonRpcAdapter):
     version_key = "protocolVersion"
     capability_flags = staticmethod(capability_flags)
     reports_unsupported_capability = False  # the sketch's unsupported answer is a fixed sentence
+    exec_reports = frozenset({"stage", "outcome_kind"})  # stdout and stderr are JSON strings: text only
 
     def __init__(self, control: JsonRpcConnection, connect: Connect, command: str,
                  base_spec: Mapping[str, Any] | None = None, call_timeout_s: float = 30.0,
@@ -137,7 +139,12 @@ class FabroSketchAdapter(JsonRpcAdapter):
             # cannot be asked for (forkd's GAP 2 is the sizing part of this).
             wanted = [k for k in ("labels", "env", "name", "memory_mb", "cpu_cores") if getattr(request, k)]
             raise NotExpressible(NAME, f"creating a sandbox with {', '.join(wanted)}")
+        unknown = sorted(set(request.extra) - CREATE_FIELDS)
+        if unknown:
+            raise NotExpressible(NAME, f"creating a sandbox with {', '.join(unknown)}")
         params = {**self.base_spec, **request.extra}
+        if request.from_snapshot is not None:
+            params["snapshot_tag"] = request.from_snapshot
         connection = self._sandbox_process() if self.sandboxes_per_process == "one" else self.control
         result = self._call(connection, "sandbox/create", params)
         handle = SandboxHandle(id=str(result["id"]), status=SandboxStatus(str(result["id"]), str(result["state"]), raw=result),

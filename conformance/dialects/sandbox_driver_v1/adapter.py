@@ -59,6 +59,7 @@ class SandboxDriverV1Adapter(JsonRpcAdapter):
 
     dialect = NAME
     capability_flags = staticmethod(capability_flags)
+    exec_reports = frozenset({"bytes", "signal", "duration"})
 
     def __init__(
         self,
@@ -142,6 +143,8 @@ class SandboxDriverV1Adapter(JsonRpcAdapter):
             if request.cpu_cores is not None:
                 resources["cpu_cores"] = request.cpu_cores
             spec["resources"] = resources
+        if request.from_snapshot is not None:
+            spec["source"] = {"snapshot": {"name": request.from_snapshot}}
         spec.update(copy.deepcopy(request.extra))
         return spec
 

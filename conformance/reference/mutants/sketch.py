@@ -1,0 +1,149 @@
+"""Broken variants of the reference plugin in the fabro-sketch dialect."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from conformance.reference.mutants import mutant
+from conformance.reference.sketch_plugin import (
+    INVALID_STATE,
+    PROTOCOL_ERROR,
+    PROVIDER_FAILURE,
+    UNSUPPORTED,
+    RpcFailure,
+    SketchHostPlugin,
+)
+
+
+@mutant("sketch-unsupported-wrong-code")
+class SketchUnsupportedWrongCode(SketchHostPlugin):
+    """Refuses undeclared operations with a generic provider failure (-32603)."""
+
+    def dispatch(self, method: str, params: Any) -> Any:
+        try:
+            return super().dispatch(method, params)
+        except RpcFailure as failure:
+            if failure.code == UNSUPPORTED:
+                raise RpcFailure(PROVIDER_FAILURE, failure.message) from None
+            raise
+
+
+@mutant("sketch-unsupported-wrong-message")
+class SketchUnsupportedWrongMessage(SketchHostPlugin):
+    """Uses -32001 but words the refusal its own way."""
+
+    def dispatch(self, method: str, params: Any) -> Any:
+        try:
+            return super().dispatch(method, params)
+        except RpcFailure as failure:
+            if failure.code == UNSUPPORTED:
+                raise RpcFailure(UNSUPPORTED, f"{method} is not supported") from None
+            raise
+
+
+@mutant("sketch-unknown-method-invalid-request")
+class SketchUnknownMethodInvalidRequest(SketchHostPlugin):
+    """Answers an unknown method with -32600, as the forkd plugin really does."""
+
+    def unknown_method(self, method: str) -> RpcFailure:
+        return RpcFailure(PROTOCOL_ERROR, f"unknown method: {method}")
+
+
+@mutant("sketch-malformed-line-ignored")
+class SketchMalformedLineIgnored(SketchHostPlugin):
+    """Drops lines that are not JSON without answering."""
+
+    def malformed(self, reason: str) -> None:
+        self.log(f"dropping a malformed line: {reason}")
+
+
+@mutant("sketch-delete-unknown-fails")
+class SketchDeleteUnknownFails(SketchHostPlugin):
+    """Refuses to delete an id this process does not own."""
+
+    def m_sandbox_delete(self, params: dict[str, Any]) -> Any:
+        if self.sandbox is None or self.sandbox.id != params["id"]:
+            raise RpcFailure(INVALID_STATE, f"no such sandbox: {params['id']}")
+        return super().m_sandbox_delete(params)
+
+
+@mutant("sketch-unknown-tag-boots-default")
+class SketchUnknownTagBootsDefault(SketchHostPlugin):
+    """Starts an empty sandbox when asked for a snapshot tag it does not know."""
+
+    def m_sandbox_create(self, params: dict[str, Any]) -> Any:
+        tag = params.get("snapshot_tag")
+        try:
+            return super().m_sandbox_create(params)
+        except Exception:
+            if tag is None:
+                raise
+            return super().m_sandbox_create({**params, "snapshot_tag": None}) | {"snapshot_tag": tag}
+
+
+@mutant("sketch-stage-boot")
+class SketchStageBoot(SketchHostPlugin):
+    """Reports every command that ran as if it had failed at boot."""
+
+    def m_exec(self, params: dict[str, Any]) -> Any:
+        return {**super().m_exec(params), "stage": "boot"}
+
+
+@mutant("sketch-exec-before-create-127")
+class SketchExecBeforeCreate127(SketchHostPlugin):
+    """Answers a command sent before any create with exit code 127, as a shell would."""
+
+    def m_exec(self, params: dict[str, Any]) -> Any:
+        if self.sandbox is None:
+            return {"exit_code": 127, "stdout": "", "stderr": "sandbox: command not found\n",
+                    "termination": "exited", "stage": "exec", "outcome_kind": "ran"}
+        return super().m_exec(params)
+
+
+@mutant("sketch-deleted-exec-127")
+class SketchDeletedExec127(SketchHostPlugin):
+    """Answers a command for its deleted sandbox with exit code 127."""
+
+    def m_exec(self, params: dict[str, Any]) -> Any:
+        if self.sandbox is not None and self.sandbox.state == "deleted":
+            return {"exit_code": 127, "stdout": "", "stderr": "", "termination": "exited",
+                    "stage": "exec", "outcome_kind": "ran"}
+        return super().m_exec(params)
+
+
+@mutant("sketch-declared-stop-refused")
+class SketchDeclaredStopRefused(SketchHostPlugin):
+    """Declares lifecycle.stop, then refuses sandbox/stop as unsupported."""
+
+    def m_sandbox_stop(self, params: dict[str, Any]) -> Any:
+        raise RpcFailure(UNSUPPORTED, "this sandbox provider does not support it")
+
+
+@mutant("sketch-many-sandboxes")
+class SketchManySandboxes(SketchHostPlugin):
+    """Control: a sketch plugin that owns any number of sandboxes per process (the adapter must notice)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.owned_sandboxes: dict[str, Any] = {}
+
+    def owned(self, params: dict[str, Any]) -> Any:
+        sandbox = self.owned_sandboxes.get(params.get("id", ""))
+        if sandbox is None:
+            raise RpcFailure(INVALID_STATE, f"no such sandbox in this process: {params.get('id')}")
+        return sandbox
+
+    def m_sandbox_create(self, params: dict[str, Any]) -> Any:
+        self.sandbox = None  # every create makes another sandbox in this same process
+        answer = super().m_sandbox_create(params)
+        self.owned_sandboxes[answer["id"]] = self.sandbox
+        return answer
+
+    def m_sandbox_delete(self, params: dict[str, Any]) -> Any:
+        if params["id"] in self.owned_sandboxes:
+            self.backend.delete(params["id"])
+        return {"id": params["id"], "deleted": True}
+
+    def m_exec(self, params: dict[str, Any]) -> Any:
+        self.sandbox = self.owned(params)
+        return super().m_exec(params)

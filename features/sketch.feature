@@ -1,0 +1,22 @@
+Feature: The fabro provider-plugin sketch
+  Plugins written to the early fabro sketch (the forkd plugin among them) refuse whatever they do not
+  offer with code -32001 and one fixed sentence, "this sandbox provider does not support it", so a
+  host can tell "not offered" from "broken" without a capability name.
+
+  @id:sketch-unsupported-sentence @req:SKETCH-002 @must @dialect:fabro-sketch
+  Scenario Outline: An undeclared operation is refused with -32001 and the sketch's sentence
+    Given a sandbox
+    When I ask the provider to <operation>
+    Then unless <capability> is declared, the refusal has code -32001 and says "this sandbox provider does not support it"
+
+    Examples:
+      | operation                 | capability          |
+      | stream a command's output | exec.streaming      |
+      | cancel a command          | exec.cancel         |
+      | read a file natively      | fs.native           |
+      | write a file natively     | fs.native           |
+      | list a directory natively | fs.native           |
+      | grep files                | grep                |
+      | glob for files            | glob                |
+      | get a preview url         | access.preview_urls |
+      | set auto-stop             | lifecycle.autoStop  |

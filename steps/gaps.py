@@ -1,0 +1,242 @@
+"""Steps for the three gaps (features/gaps/): snapshots and branches, resource sizing, ran versus infra.
+
+A gap has more than one honest answer — do it, or refuse it clearly — and one dishonest one: accept it
+and silently not do it. Each verdict step records which honest answer the provider gave
+(``world.note_finding``) so the report's gap section can say it.
+"""
+
+from __future__ import annotations
+
+import pytest
+from pytest_bdd import parsers, then, when
+
+from conformance.adapter import ExecOutcome, ExecRequest, SandboxHandle, SandboxRequest
+from conformance.errors import ApplicationErrorAnswer
+
+from ._world import Attempt, World, attempt, expect
+from .lifecycle import MARKER_FILE, _cleanup, _run_ok
+
+BRANCH_ONLY = "conformance-written-in-branch"
+SOURCE_ONLY = "conformance-written-in-source-later"
+PID_FILE = "conformance-fork-pid"
+# A shell's conventional codes for "timed out" (coreutils timeout) and "killed" (128 + SIGKILL).
+TIMEOUT_EXIT_CODES = (124, 137)
+MIB = 1024 * 1024
+
+
+def _present(world: World, sandbox_id: str, path: str) -> bool:
+    return _run_ok(world, sandbox_id, f"if [ -e {path} ]; then echo yes; else echo no; fi").strip() == b"yes"
+
+
+def _refused_as_unsupported(world: World, outcome: Attempt, capability: str, what: str) -> bool:
+    """True when ``outcome`` is an honest refusal of an undeclared capability; fails on a dishonest one."""
+    if outcome.error is None:
+        return False
+    declared = world.provider.capabilities.declares(capability)
+    expect(not declared, f"{capability} is declared, but {what} failed: {outcome.error}")
+    error = outcome.error
+    expect(isinstance(error, ApplicationErrorAnswer) and error.kind == "unsupported",
+           f"{capability} is not declared, so {what} must be refused as unsupported; it answered: {error}")
+    return True
+
+
+# -- GAP 1: snapshots and branches ---------------------------------------------------------------
+
+
+@when("I branch the sandbox through a filesystem snapshot")
+def _(world: World, request: pytest.FixtureRequest) -> None:
+    source = world.require_sandbox()
+    name = world.token("conformance-branch")
+    world.last = attempt(lambda: world.provider.invoke("snapshot", source.id, include_memory=False, name=name))
+    if world.last.error is not None:
+        return
+    snapshot_id = world.last.answer["snapshot_id"]
+    _cleanup(request, lambda: world.provider.invoke("delete a snapshot", None, snapshot_id=snapshot_id))
+    branch = attempt(lambda: world.provider.create(SandboxRequest(from_snapshot=name)))
+    world.values["branch"] = branch.expect_success(f"creating a sandbox from snapshot {name!r}")
+
+
+@then("the branch starts with the snapshot's files, and later writes on either side stay on that side, "
+      "unless snapshots are not declared and were refused as unsupported")
+def _(world: World) -> None:
+    if _refused_as_unsupported(world, world.last, "lifecycle.snapshot_sandbox", "a filesystem snapshot"):
+        world.note_finding("GAP-1", "refused", "filesystem snapshots are not declared and were refused as unsupported")
+        return
+    source, branch = world.require_sandbox(), world.values["branch"]
+    marker = world.values["marker"].encode()
+    expect(_run_ok(world, branch.id, f"cat {MARKER_FILE}") == marker,
+           f"the branch {branch.id} should start with the snapshot's {MARKER_FILE}")
+    _run_ok(world, branch.id, f"printf branch > {BRANCH_ONLY}")
+    _run_ok(world, source.id, f"printf source > {SOURCE_ONLY}")
+    expect(not _present(world, source.id, BRANCH_ONLY),
+           f"a file written in the branch ({branch.id}) appeared in its source ({source.id}): they share state")
+    expect(not _present(world, branch.id, SOURCE_ONLY),
+           f"a file written in the source ({source.id}) after the snapshot appeared in the branch ({branch.id})")
+    world.note_finding("GAP-1", "supported", "a branch from a filesystem snapshot kept the files and its own state")
+
+
+@when("I fork the sandbox while a process runs in it")
+def _(world: World) -> None:
+    source = world.require_sandbox()
+    _run_ok(world, source.id, f"(sleep 300 & echo $! > {PID_FILE}) >/dev/null 2>&1; sleep 0.2; cat {PID_FILE}")
+    world.last = attempt(lambda: world.provider.invoke("fork", source.id, include_memory=True))
+
+
+@then("the fork has the source's files and its running process, and keeps its own state, "
+      "unless forks are not declared and were refused as unsupported")
+def _(world: World) -> None:
+    if _refused_as_unsupported(world, world.last, "lifecycle.fork", "a fork"):
+        world.note_finding("GAP-1", "refused", "forks are not declared and were refused as unsupported")
+        return
+    fork = world.last.answer
+    source = world.require_sandbox()
+    expect(isinstance(fork, SandboxHandle) and fork.id != source.id,
+           f"a fork should answer a new sandbox's handle; it answered {fork!r}")
+    for who, sandbox_id in (("the source", source.id), ("the fork", fork.id)):
+        state = world.provider.describe(sandbox_id).state
+        expect(state == "running", f"after a fork, {who} ({sandbox_id}) should be running; it is {state!r}")
+    marker = world.values["marker"].encode()
+    expect(_run_ok(world, fork.id, f"cat {MARKER_FILE}") == marker, f"the fork {fork.id} lost {MARKER_FILE}")
+    alive = world.provider.exec(fork.id, ExecRequest(f'kill -0 "$(cat {PID_FILE})"'))
+    expect(alive.outcome == "ran" and alive.exit_code == 0,
+           f"the process running in the source should still run in the fork; `kill -0` gave {alive.describe()}")
+    _run_ok(world, fork.id, f"printf fork > {BRANCH_ONLY}")
+    expect(not _present(world, source.id, BRANCH_ONLY), "a file written in the fork appeared in its source")
+    world.note_finding("GAP-1", "supported", "a fork kept the files and a running process, with its own state")
+
+
+@when("I create a sandbox from a snapshot that does not exist")
+def _(world: World) -> None:
+    missing = world.token("conformance-no-such-snapshot")
+    world.values["missing_snapshot"] = missing
+    world.last = attempt(lambda: world.provider.create(SandboxRequest(from_snapshot=missing)))
+
+
+@then("the create is refused with an error, not started from something else")
+def _(world: World) -> None:
+    missing = world.values["missing_snapshot"]
+    expect(world.last.error is not None,
+           f"creating a sandbox from snapshot {missing!r}, which does not exist, succeeded with sandbox "
+           f"{getattr(world.last.answer, 'id', world.last.answer)!r}: the provider started it from something else")
+    world.note_finding("GAP-1", "refused", f"a create from the missing snapshot {missing!r} was refused: {world.last.error}")
+
+
+# -- GAP 2: resources ----------------------------------------------------------------------------
+
+
+@when(parsers.parse("I create a sandbox asking for {megabytes:d} MiB of memory"))
+def _(world: World, megabytes: int) -> None:
+    world.values["memory_mb"] = megabytes
+    world.last = attempt(lambda: world.create_sandbox(memory_mb=megabytes))
+
+
+@when(parsers.parse("I create a sandbox asking for {cores:d} CPU core"))
+def _(world: World, cores: int) -> None:
+    world.values["cpu_cores"] = cores
+    world.last = attempt(lambda: world.create_sandbox(cpu_cores=cores))
+
+
+def _refused_naming_resources(world: World) -> bool:
+    """True when the create was refused as invalid_spec naming resources; fails on any other refusal."""
+    error = world.last.error
+    if error is None:
+        return False
+    expect(isinstance(error, ApplicationErrorAnswer) and error.kind == "invalid_spec"
+           and str(error.detail.get("field", "")).startswith("resources"),
+           f"a create asking for resources must succeed with the limit enforced, or be refused as invalid_spec "
+           f"naming resources; it answered: {error}")
+    return True
+
+
+@then("the limit is enforced inside the sandbox, or the create was refused as invalid_spec naming resources")
+def _(world: World) -> None:
+    if _refused_naming_resources(world):
+        world.note_finding("GAP-2", "refused", f"memory sizing refused: {world.last.error}")
+        return
+    limit = world.values["memory_mb"]
+    hog = 2 * limit
+    # Holding twice the limit in a shell variable needs more memory than the sandbox may have.
+    outcome = world.run(f'x="$(head -c {hog * MIB} /dev/zero | tr "\\0" a)"; echo "held ${{#x}} bytes"',
+                        timeout_s=60.0)
+    expect(not (outcome.outcome == "ran" and outcome.termination == "exited" and outcome.exit_code == 0),
+           f"the sandbox accepted a {limit} MiB memory limit, then let a command hold {hog} MiB "
+           f"({outcome.describe()}): the limit was silently ignored")
+    world.note_finding("GAP-2", "supported", f"holding {hog} MiB under a {limit} MiB limit failed: {outcome.describe()}")
+
+
+CPU_PROBE = (
+    "nproc; "
+    "if [ -r /sys/fs/cgroup/cpu.max ]; then cat /sys/fs/cgroup/cpu.max; "
+    "elif [ -r /sys/fs/cgroup/cpu/cpu.cfs_quota_us ]; then "
+    "echo \"$(cat /sys/fs/cgroup/cpu/cpu.cfs_quota_us) $(cat /sys/fs/cgroup/cpu/cpu.cfs_period_us)\"; "
+    "else echo 'max 100000'; fi"
+)
+
+
+def _cpu_allowance(output: bytes) -> tuple[int, float | None]:
+    """(CPUs the scheduler offers, the cgroup's CPU quota in cores or None when unlimited)."""
+    lines = output.decode(errors="replace").split()
+    cpus = int(lines[0])
+    quota, period = (lines[1], lines[2]) if len(lines) >= 3 else ("max", "100000")
+    if quota in ("max", "-1"):
+        return cpus, None
+    return cpus, int(quota) / int(period)
+
+
+@then("the CPU allowance is enforced inside the sandbox, or the create was refused as invalid_spec naming resources")
+def _(world: World) -> None:
+    if _refused_naming_resources(world):
+        world.note_finding("GAP-2", "refused", f"CPU sizing refused: {world.last.error}")
+        return
+    cores = world.values["cpu_cores"]
+    outcome = world.run(CPU_PROBE)
+    expect(outcome.outcome == "ran" and outcome.exit_code == 0, f"the CPU probe failed: {outcome.describe()}")
+    cpus, quota = _cpu_allowance(outcome.stdout)
+    enforced = cpus <= cores or (quota is not None and quota <= cores + 0.01)
+    expect(enforced, f"the sandbox accepted {cores} CPU core(s), yet offers {cpus} CPUs with "
+                     f"{'no quota' if quota is None else f'a quota of {quota:g} cores'}: the size was silently ignored")
+    world.note_finding("GAP-2", "supported", f"{cores} core(s) asked: {cpus} CPUs visible, quota {quota}")
+
+
+# -- GAP 3: ran versus infra ---------------------------------------------------------------------
+
+
+@then("the command is reported as ran, at stage exec where the dialect reports a stage")
+def _(world: World) -> None:
+    outcome = world.ran()
+    raw = outcome.raw if isinstance(outcome.raw, dict) else {}
+    if "outcome_kind" in world.provider.exec_reports and "outcome_kind" in raw:
+        expect(raw["outcome_kind"] == "ran", f"a command that ran was reported as {raw['outcome_kind']!r}")
+    if "stage" in world.provider.exec_reports and outcome.stage is not None:
+        expect(outcome.stage == "exec", f"a command that ran was reported at stage {outcome.stage!r}")
+
+
+@then("the command timed out, without an exit code pretending to be the program's")
+def _(world: World) -> None:
+    outcome = world.ran()
+    expect(outcome.termination == "timed_out", f"the command outlived its timeout; got {outcome.describe()}")
+    expect(outcome.exit_code not in TIMEOUT_EXIT_CODES,
+           f"a timeout must not be reported as exit code {outcome.exit_code} (a shell's timeout convention): "
+           f"the program never exited with it")
+
+
+@when("I run a command in a sandbox id that was never issued")
+def _(world: World) -> None:
+    never_issued = world.token("conformance-never-issued")
+    world.outcome = world.provider.exec(never_issued, ExecRequest("true"))
+
+
+@when("I run a command in the deleted sandbox")
+def _(world: World) -> None:
+    world.outcome = world.provider.exec(world.require_sandbox().id, ExecRequest("true"))
+
+
+@then("the provider answers an error, not an exit code")
+def _(world: World) -> None:
+    outcome: ExecOutcome | None = world.outcome
+    assert outcome is not None
+    expect(outcome.outcome == "infra",
+           f"the command could not run, so the provider must answer an error; it reported {outcome.describe()}, "
+           "which a host would read as the command's own verdict")
+    world.note_finding("GAP-3", "supported", f"answered an error: {outcome.error}")
+

@@ -1,0 +1,99 @@
+"""One adapter, several dialects: detection, the sketch's one-sandbox-per-process mode, and the gap
+section each dialect earns."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+
+import pytest
+
+from conformance.adapter import ExecRequest, SandboxRequest
+from conformance.errors import ApplicationErrorAnswer
+from conformance.providers import ProviderConfig, open_provider
+from tests.helpers import plugin_command
+
+
+def _sketch(*extra: str) -> str:
+    return plugin_command("--dialect", "fabro-sketch", *extra)
+
+
+@pytest.mark.parametrize(("plugin", "dialect"), [
+    (None, "sandbox-driver-v1"),
+    (_sketch(), "fabro-sketch"),
+])
+def test_auto_detection_tells_the_dialects_apart(plugin, dialect) -> None:
+    adapter = open_provider(ProviderConfig(plugin=plugin))
+    try:
+        assert adapter.dialect == dialect
+        assert adapter.identity.dialect == dialect
+        assert adapter.identity.kind == "host"
+    finally:
+        adapter.close()
+
+
+@pytest.mark.parametrize(("extra", "expected"), [((), "one"), (("--mutant", "sketch-many-sandboxes"), "many")])
+def test_the_sketch_adapter_detects_how_many_sandboxes_a_process_owns(extra, expected) -> None:
+    argv = [sys.executable, "-m", "conformance.reference.host_plugin", *(extra or ("--dialect", "fabro-sketch"))]
+    adapter = open_provider(ProviderConfig(plugin=shlex.join(argv)))
+    try:
+        assert adapter.sandboxes_per_process == expected
+        first, second = adapter.create(SandboxRequest()), adapter.create(SandboxRequest())
+        assert first.id != second.id
+        for sandbox in (first, second):
+            outcome = adapter.exec(sandbox.id, ExecRequest(f"printf {sandbox.id}"))
+            assert outcome.stdout == sandbox.id.encode(), outcome.describe()
+            adapter.delete(sandbox.id)
+    finally:
+        adapter.close()
+
+
+def test_a_configured_process_mode_is_used_as_given() -> None:
+    """Told (wrongly) that the one-sandbox reference holds many, the adapter keeps one process, and the
+    plugin refuses the second create: the configuration wins over detection."""
+    adapter = open_provider(ProviderConfig(plugin=_sketch(), sandboxes_per_process="many"))
+    try:
+        assert adapter.sandboxes_per_process == "many"
+        first = adapter.create(SandboxRequest())
+        with pytest.raises(ApplicationErrorAnswer, match="already owns a sandbox"):
+            adapter.create(SandboxRequest())
+        adapter.delete(first.id)
+    finally:
+        adapter.close()
+
+
+def test_the_sketch_reference_passes_and_reports_its_gaps(suite) -> None:
+    run = suite("--plugin", _sketch())
+    assert run.exit_code == 0, run.stdout[-3000:]
+    results = run.results
+    assert results["provider"]["dialect"] == "fabro-sketch"
+    assert results["summary"]["failed"] == results["summary"]["errors"] == 0
+    assert results["summary"]["passed"] >= 40
+    gaps = results["gaps"]
+    assert gaps["GAP-2"]["status"] == "not expressible"
+    statuses = {entry["id"]: entry["status"] for entry in gaps["GAP-1"]["scenarios"]}
+    assert statuses["snapshot-filesystem"] == "not expressible"
+    assert statuses["snapshot-missing-refused"] == "refused"
+    assert gaps["GAP-3"]["status"] == "supported"
+    skipped = [s for s in results["scenarios"] if s["outcome"] == "skipped"]
+    assert all(s["message"].startswith(("capability ", "applies to dialect", "the fabro-sketch dialect cannot express"))
+               for s in skipped), {s["id"]: s["message"] for s in skipped}
+
+
+def test_the_v1_reference_reports_its_gaps(suite) -> None:
+    run = suite("--feature", "gaps/snapshots.feature", "--feature", "gaps/resources.feature",
+                "--feature", "gaps/outcomes.feature")
+    assert run.exit_code == 0, run.stdout[-3000:]
+    gaps = run.results["gaps"]
+    assert gaps["GAP-1"]["status"] == "supported"
+    assert gaps["GAP-2"]["status"] == "refused"
+    assert gaps["GAP-3"]["status"] == "supported"
+
+
+def test_a_silently_ignored_size_is_reported_as_a_violation(suite) -> None:
+    run = suite("--plugin", plugin_command("--mutant", "resources-accepted-and-ignored"),
+                "--feature", "gaps/resources.feature")
+    assert run.exit_code == 1
+    gap = run.results["gaps"]["GAP-2"]
+    assert gap["status"] == "violated"
+    assert "silently ignored" in gap["scenarios"][0]["detail"]
