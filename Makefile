@@ -1,12 +1,13 @@
 # Everything a fresh machine needs, from the repository root:
 #   make run    set up, then run the conformance suite against the bundled reference plugin
 #   make test   set up, then run the suite's own tests (what CI runs)
+#   make images build the local Docker images (base rootfs by debootstrap, sandbox, reference REST server)
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 WORKERS ?= 2
 
-.PHONY: setup run run-sketch test wheel bench clean
+.PHONY: setup run run-sketch run-docker images test wheel bench clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,6 +22,13 @@ run: setup
 
 run-sketch: setup
 	$(BIN)/sandbox-conformance run --plugin "$(BIN)/sandbox-conformance-host-plugin --dialect fabro-sketch"
+
+run-docker: images
+	$(BIN)/sandbox-conformance run --plugin $(BIN)/sandbox-conformance-docker-plugin \
+	    --create-spec '{"source": {"image": {"reference": "sandbox-conformance/sandbox:bookworm"}}}'
+
+images: setup
+	$(BIN)/python -m conformance.reference.images all
 
 test: setup
 	$(BIN)/pytest -n $(WORKERS)

@@ -421,6 +421,11 @@ class ProviderAdapter(ABC):
     def shutdown(self) -> Any:
         raise NotExpressible(self.dialect, "shutdown")
 
+    def with_credentials(self, kind: str) -> ProviderAdapter:
+        """The same provider reached with no credentials (``"none"``) or wrong ones (``"wrong"``), for
+        scenarios about authentication; it records into this adapter's transcript."""
+        raise NotExpressible(self.dialect, f"a request with {'no' if kind == 'none' else 'wrong'} credentials")
+
     def start_exec_stream(self, sandbox_id: str, request: ExecRequest, retained_limit: int | None = None,
                           exec_id: str | None = None) -> RunningExec:
         raise NotExpressible(self.dialect, "streaming exec")

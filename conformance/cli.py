@@ -44,7 +44,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="run the suite against a provider")
     target = run.add_argument_group("provider (default: the bundled reference plugin)")
-    target.add_argument("--plugin", metavar="COMMAND", help="plugin command line, e.g. \"./my-plugin --flag\"")
+    which = target.add_mutually_exclusive_group()
+    which.add_argument("--plugin", metavar="COMMAND", help="plugin command line, e.g. \"./my-plugin --flag\"")
+    which.add_argument("--rest", metavar="URL", help="base URL of a REST provider, e.g. http://127.0.0.1:8889")
+    which.add_argument("--image", metavar="IMAGE[:TAG]",
+                       help="start a REST provider packaged as a container image, run against it, remove it")
+    target.add_argument("--profile", metavar="NAME|PATH",
+                        help="REST profile: a built-in name or a YAML file (default with --rest or --image: forkd)")
     target.add_argument("--dialect", default="auto", choices=DIALECTS, help="wire dialect (default: auto)")
     target.add_argument("--create-spec", metavar="JSON|@FILE",
                         help="creation spec for the sandboxes scenarios create (default: the dialect's default)")
@@ -77,6 +83,14 @@ def build_parser() -> argparse.ArgumentParser:
                          help="list the protocol's requirements and the scenarios covering each instead")
 
     commands.add_parser("lint", help="check the features' tags and the requirement registry agree")
+
+    serve = commands.add_parser("serve", help="run a reference REST provider in the foreground")
+    serve.add_argument("server", choices=("forkd",), help="which API to serve (forkd's)")
+    serve.add_argument("--port", type=int, default=8889, help="port to listen on; 0 picks a free one (default 8889)")
+    serve.add_argument("--host", default=None, help="interface (default 127.0.0.1; 0.0.0.0 inside a container)")
+    serve.add_argument("--token-env", default="FORKD_TOKEN", metavar="NAME",
+                       help="environment variable holding the bearer token (default FORKD_TOKEN)")
+    serve.add_argument("--mutant", metavar="NAME", help="serve a deliberately broken variant")
     return parser
 
 
@@ -144,6 +158,12 @@ def pytest_arguments(args: argparse.Namespace, config: ProviderConfig) -> list[s
     ]
     if config.plugin is not None:
         argv += ["--sc-plugin", config.plugin]
+    if config.rest_url is not None:
+        argv += ["--sc-rest", config.rest_url]
+        if config.profile is not None:
+            argv += ["--sc-profile", config.profile]
+    if config.image is not None:
+        argv += ["--sc-image", config.image]
     if config.sandboxes_per_process != "auto":
         argv += ["--sc-sandboxes-per-process", config.sandboxes_per_process]
     if config.create_spec is not None:
@@ -179,16 +199,38 @@ def command_run(args: argparse.Namespace) -> int:
             TagExpression(args.tags)
         except ValueError as exc:
             raise UsageError(f"--tags: {exc}") from None
+    rest_target = args.rest is not None or args.image is not None
     config = ProviderConfig(
         plugin=args.plugin, dialect=args.dialect, env=parse_env_pairs(args.env), pass_env=args.pass_env,
         create_spec=_load_create_spec(args.create_spec), run_id=args.run_id or f"run-{uuid.uuid4().hex[:12]}",
         call_timeout_s=args.call_timeout, sandboxes_per_process=args.sandboxes_per_process,
+        rest_url=args.rest, profile=_profile_reference(args.profile, rest_target), image=args.image,
     )
-    config.validate()
+    if args.image is None:
+        config.validate()
+        _check_report_dir(args.report_dir)
+        _preflight(config)
+        return _exit_code(pytest.main(pytest_arguments(args, config)), Path(args.report_dir))
+    from conformance import containers
+
+    profile = config.rest_profile()
     _check_report_dir(args.report_dir)
-    _preflight(config)
-    code = pytest.main(pytest_arguments(args, config))
+    with containers.running(args.image, profile, config.run_id) as provider:
+        config.rest_url = provider.url
+        config.validate()
+        _preflight(config)
+        code = pytest.main(pytest_arguments(args, config))
     return _exit_code(code, Path(args.report_dir))
+
+
+def _profile_reference(value: str | None, rest_target: bool) -> str | None:
+    """The profile as workers will find it: built-in names as given, files by absolute path."""
+    if value is None:
+        return "forkd" if rest_target else None
+    if not rest_target:
+        raise UsageError("--profile applies to REST providers only (give --rest or --image)")
+    path = Path(value)
+    return str(path.resolve()) if "/" in value or value.endswith((".yaml", ".yml", ".json")) or path.exists() else value
 
 
 def _exit_code(pytest_code: int, report_dir: Path) -> int:
@@ -307,6 +349,15 @@ def command_lint(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# -- serve ---------------------------------------------------------------------------------------
+
+
+def command_serve(args: argparse.Namespace) -> int:
+    from conformance.reference import rest_server
+
+    return rest_server.serve(args.host, args.port, args.token_env, args.mutant)
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
@@ -314,6 +365,8 @@ def main(argv: list[str] | None = None) -> int:
             return command_run(args)
         if args.command == "lint":
             return command_lint(args)
+        if args.command == "serve":
+            return command_serve(args)
         return command_list(args)
     except ConformanceError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from conformance.adapter import ProviderAdapter
-from conformance.dialects import fabro_sketch, jsonrpc, sandbox_driver_v1
+from conformance.dialects import fabro_sketch, jsonrpc, rest, sandbox_driver_v1
 from conformance.dialects.common import SchemaRules
 from conformance.errors import (
     CallTimeout,
@@ -21,9 +21,10 @@ from conformance.errors import (
 )
 from conformance.schemas import SchemaProblem
 from conformance.transcript import REDACTOR
+from conformance.transports.http import valid_base_url
 from conformance.transports.process import ProcessTransport, scrubbed_environment
 
-DIALECTS = ("auto", sandbox_driver_v1.NAME, fabro_sketch.NAME)
+DIALECTS = ("auto", sandbox_driver_v1.NAME, fabro_sketch.NAME)  # of plugins; a REST provider's is "rest"
 SANDBOXES_PER_PROCESS = ("auto", "one", "many")
 REFERENCE_PLUGIN_DISPLAY = "sandbox-conformance-host-plugin"
 
@@ -45,6 +46,17 @@ class ProviderConfig:
     run_id: str = "local"
     call_timeout_s: float = 30.0
     sandboxes_per_process: str = "auto"
+    rest_url: str | None = None  # a REST provider's base URL; the plugin fields are unused then
+    profile: str | None = None  # a built-in REST profile name or a profile file (default: forkd)
+    image: str | None = None  # the image the REST provider was started from (--image), for reports
+
+    @property
+    def is_rest(self) -> bool:
+        return self.rest_url is not None
+
+    def rest_profile(self) -> rest.Profile:
+        """The REST profile; ``UsageError`` (one line, naming the field) when it is unknown or invalid."""
+        return rest.load_profile(self.profile)
 
     @property
     def argv(self) -> list[str]:
@@ -60,6 +72,8 @@ class ProviderConfig:
 
     @property
     def display(self) -> str:
+        if self.rest_url is not None:
+            return self.rest_url
         return REFERENCE_PLUGIN_DISPLAY if self.plugin is None else self.plugin
 
     @property
@@ -67,6 +81,18 @@ class ProviderConfig:
         return {"sandbox-conformance.run": self.run_id}
 
     def validate(self) -> None:
+        if self.rest_url is not None:
+            if self.plugin is not None:
+                raise UsageError("--rest and --plugin are mutually exclusive")
+            if self.dialect not in ("auto", rest.NAME):
+                raise UsageError(f"a REST provider speaks the {rest.NAME} dialect, not {self.dialect}")
+            problem = valid_base_url(self.rest_url)
+            if problem is not None:
+                raise UsageError(f"--rest {self.rest_url!r} is not a usable URL: {problem}")
+            self.rest_profile()
+            return
+        if self.profile is not None:
+            raise UsageError("--profile applies to REST providers only (give --rest or --image)")
         if self.dialect not in DIALECTS:
             raise UsageError(f"unknown dialect {self.dialect!r} (choose from {', '.join(DIALECTS)})")
         if self.sandboxes_per_process not in SANDBOXES_PER_PROCESS:
@@ -77,7 +103,8 @@ class ProviderConfig:
         return json.dumps({
             "plugin": self.plugin, "dialect": self.dialect, "env": self.env, "pass_env": self.pass_env,
             "create_spec": self.create_spec, "run_id": self.run_id, "call_timeout_s": self.call_timeout_s,
-            "sandboxes_per_process": self.sandboxes_per_process,
+            "sandboxes_per_process": self.sandboxes_per_process, "rest_url": self.rest_url,
+            "profile": self.profile, "image": self.image,
         })
 
     @classmethod
@@ -128,7 +155,12 @@ def open_provider(config: ProviderConfig, channel: str = "provider", strict_hand
     ``strict_handshake`` a schema violation in the ``initialize`` answer is raised as well; otherwise it
     is left for the handshake scenarios to report. Without ``handshake`` the provider is only started
     (its dialect must then be known: configured, or detected earlier by the session).
+
+    A REST provider has no process: its adapter is built from the profile, and its health check and a
+    credentials probe stand in for the handshake.
     """
+    if config.rest_url is not None:
+        return _open_rest(config, channel, handshake)
     REDACTOR.add_environment(config.env)
     env = scrubbed_environment(config.env, config.pass_env)
 
@@ -171,6 +203,20 @@ def open_provider(config: ProviderConfig, channel: str = "provider", strict_hand
     return adapter
 
 
+def _open_rest(config: ProviderConfig, channel: str, handshake: bool) -> ProviderAdapter:
+    assert config.rest_url is not None
+    adapter = rest.open_rest_adapter(config.rest_profile(), config.rest_url, run_labels=config.run_labels,
+                                     base_spec=config.create_spec, call_timeout_s=config.call_timeout_s,
+                                     channel="http" if channel == "provider" else channel)
+    if handshake:
+        try:
+            adapter.connect()
+        except BaseException:
+            adapter.close()
+            raise
+    return adapter
+
+
 def _undetectable(result: Any) -> str:
     shown = json.dumps(result)[:200]
     raise ProviderStartError(f"cannot tell the dialect from the initialize answer {shown}; pass --dialect")
@@ -190,5 +236,7 @@ def _adapter(dialect: str, connection: jsonrpc.JsonRpcConnection, config: Provid
 
 def with_dialect(config: ProviderConfig, adapter: ProviderAdapter) -> ProviderConfig:
     """The configuration with the dialect (and sketch process mode) the first connection settled on."""
+    if config.rest_url is not None:
+        return config
     per_process = getattr(adapter, "sandboxes_per_process", config.sandboxes_per_process)
     return replace(config, dialect=adapter.dialect, sandboxes_per_process=per_process)

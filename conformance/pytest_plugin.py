@@ -110,6 +110,7 @@ class RunState:
             env=parse_env_pairs(option.sc_env or []), pass_env=list(option.sc_pass_env or []),
             create_spec=create_spec, run_id=self.run_id, call_timeout_s=option.sc_call_timeout,
             sandboxes_per_process=option.sc_sandboxes_per_process,
+            rest_url=option.sc_rest, profile=option.sc_profile, image=option.sc_image,
         )
         self.provider_config.validate()
         self.report_dir = Path(option.sc_report_dir)
@@ -133,6 +134,12 @@ class RunState:
     def reproduce(self, scenario_id: str) -> str:
         parts = ["sandbox-conformance", "run"]
         config = self.provider_config
+        if config.image is not None:  # the container's URL is gone once the run ends; the image is not
+            parts += ["--image", config.image]
+        elif config.rest_url is not None:
+            parts += ["--rest", config.rest_url]
+        if config.is_rest and config.profile is not None:
+            parts += ["--profile", config.profile]
         if config.plugin is not None:
             parts += ["--plugin", config.plugin]
         if config.dialect != "auto":
@@ -179,6 +186,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--sc-call-timeout", type=float, default=30.0, help="deadline of one provider call (s)")
     group.addoption("--sc-seed", type=int, default=None, help="seed of generated data (replays a run)")
     group.addoption("--sc-sandboxes-per-process", default="auto", help="fabro-sketch: one, many or auto")
+    group.addoption("--sc-rest", default=None, metavar="URL", help="base URL of a REST provider")
+    group.addoption("--sc-profile", default=None, metavar="NAME|PATH", help="REST profile (default: forkd)")
+    group.addoption("--sc-image", default=None, metavar="IMAGE", help="the image the REST provider runs from")
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -3,11 +3,15 @@ variant (a double that honestly offers what the reference cannot) turns its scen
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
+from conformance.reference.docker_plugin import suite_arguments as docker_suite_arguments
 from conformance.reference.mutants import REGISTRY, catalogue
 from conformance.reporting.catalogue import all_scenarios
-from tests.helpers import plugin_command
+from tests.helpers import plugin_command, run_cli
+from tests.test_rest import rest_server
 
 ENTRIES = catalogue()
 SCENARIOS = {entry.id: entry for entry in all_scenarios()}
@@ -37,11 +41,27 @@ def test_every_scenario_has_a_mutant_that_fails_it() -> None:
     assert not uncovered, f"scenarios no mutant proves can fail: {uncovered}"
 
 
+def _docker_provider(entry: dict, request: pytest.FixtureRequest) -> list[str] | None:
+    """For `provider: docker` entries, the Docker plugin's mutant on the local sandbox image (the fixture
+    skips visibly, or fails under SANDBOX_CONFORMANCE_REQUIRE_DOCKER=1, without an engine)."""
+    if entry.get("provider") != "docker":
+        return None
+    return docker_suite_arguments("--mutant", entry["name"], image=request.getfixturevalue("docker_sandbox_image"))
+
+
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e["name"] for e in ENTRIES])
-def test_each_variant_fails_and_passes_exactly_its_scenarios(entry, suite) -> None:
+def test_each_variant_fails_and_passes_exactly_its_scenarios(entry, suite, request, tmp_path) -> None:
     features = sorted({SCENARIOS[sid].feature for sid in _named(entry)})
     selection = [argument for feature in features for argument in ("--feature", feature)]
-    run = suite("--plugin", plugin_command("--mutant", entry["name"]), *selection)
+    with contextlib.ExitStack() as stack:
+        if entry.get("transport") == "rest":
+            # The reference REST server's mutant, always stopped; the suite gets its token in the environment.
+            server = stack.enter_context(rest_server(tmp_path, mutant=entry["name"]))
+            run = run_cli("run", "--rest", server.url, "--profile", "forkd", *selection,
+                          report_dir=tmp_path / "reports", timeout=300, env=server.env())
+        else:
+            provider = _docker_provider(entry, request) or ["--plugin", plugin_command("--mutant", entry["name"])]
+            run = suite(*provider, *selection)
     expected_fail = set(entry.get("fails", []))
     assert run.exit_code == (1 if expected_fail else 0), f"exit {run.exit_code}\n{run.stdout[-3000:]}{run.stderr[-2000:]}"
     errors = run.with_outcome("error")

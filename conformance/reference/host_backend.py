@@ -218,6 +218,14 @@ class HostBackend:
         if in_progress is not None:
             in_progress.wait(timeout=30)
             return
+        self._dispose(sandbox)
+        with self._lock:
+            sandbox.state = "deleted"
+            self._save(sandbox)
+            self._deleting.pop(sandbox_id).set()
+
+    def _dispose(self, sandbox: HostSandbox) -> None:
+        """End the sandbox's processes and put its files away (a hook for backends that run elsewhere)."""
         self._kill_processes(sandbox)
         trash = self._trash(sandbox)
         shutil.rmtree(trash, ignore_errors=True)
@@ -225,10 +233,6 @@ class HostBackend:
             sandbox.workspace.rename(trash)  # kept so undelete can restore it
         except OSError:
             shutil.rmtree(sandbox.workspace, ignore_errors=True)
-        with self._lock:
-            sandbox.state = "deleted"
-            self._save(sandbox)
-            self._deleting.pop(sandbox_id).set()
 
     def _trash(self, sandbox: HostSandbox) -> Path:
         return self.root / sandbox.id / "deleted-workspace"
@@ -372,22 +376,8 @@ class HostBackend:
         matching termination."""
         if sandbox.state != "running":
             raise invalid_state(sandbox.state, "unknown")  # the protocol's Action set has no "exec"
-        cwd = self.resolve(sandbox, working_dir)
-        if not cwd.is_dir():
-            raise invalid_spec("working_dir", f"{working_dir} is not a directory in the sandbox")
         started = time.monotonic()
-        try:
-            proc = subprocess.Popen(
-                argv if argv is not None else [self.bash, "-c", command],
-                cwd=cwd,
-                env=self.environment(sandbox, env),
-                stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                start_new_session=True,
-            )
-        except OSError as exc:
-            raise BackendError("io", f"could not start the command: {exc}", io_context="spawn") from None
+        proc = self.start_process(sandbox, command, env, working_dir, stdin is not None, argv)
         sandbox.processes.add(proc)
         captures = {"stdout": Capture(retain_limit), "stderr": Capture(retain_limit)}
         sanitizers = {"stdout": Sanitizer(sanitization), "stderr": Sanitizer(sanitization)}
@@ -420,11 +410,11 @@ class HostBackend:
         while proc.poll() is None:
             if cancel is not None and cancel.is_set():
                 termination = "cancelled"
-                _stop_ladder(proc)
+                self.stop_process(sandbox, proc)
                 break
             if deadline is not None and time.monotonic() >= deadline:
                 termination = "timed_out"
-                _stop_ladder(proc)
+                self.stop_process(sandbox, proc)
                 break
             try:
                 proc.wait(timeout=0.02)
@@ -437,8 +427,7 @@ class HostBackend:
         for reader in readers:
             reader.join(timeout=max(0.0, drain_deadline - time.monotonic()))
             truncated = truncated or reader.is_alive()
-        code = proc.returncode
-        exit_code, sig = (code, None) if code >= 0 else (None, -code)
+        exit_code, sig = self.exit_status(sandbox, proc)
         return ExecRun(
             stdout=captures["stdout"].retained,
             stderr=captures["stderr"].retained,
@@ -449,6 +438,36 @@ class HostBackend:
             stdout_capture=captures["stdout"].stats(truncated),
             stderr_capture=captures["stderr"].stats(truncated),
         )
+
+    # -- how a command runs: hooks for backends whose commands run elsewhere (e.g. in a container) --
+
+    def start_process(self, sandbox: HostSandbox, command: str, env: Mapping[str, str], working_dir: str | None,
+                      stdin_piped: bool, argv: list[str] | None) -> subprocess.Popen[bytes]:
+        """Start one command (Bash source, or ``argv`` as given) with stdout and stderr piped."""
+        cwd = self.resolve(sandbox, working_dir)
+        if not cwd.is_dir():
+            raise invalid_spec("working_dir", f"{working_dir} is not a directory in the sandbox")
+        try:
+            return subprocess.Popen(
+                argv if argv is not None else [self.bash, "-c", command],
+                cwd=cwd,
+                env=self.environment(sandbox, env),
+                stdin=subprocess.PIPE if stdin_piped else subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            raise BackendError("io", f"could not start the command: {exc}", io_context="spawn") from None
+
+    def stop_process(self, sandbox: HostSandbox, proc: subprocess.Popen[bytes]) -> None:
+        """End a command that timed out or was cancelled: SIGTERM to its group, a grace period, SIGKILL."""
+        _stop_ladder(proc)
+
+    def exit_status(self, sandbox: HostSandbox, proc: subprocess.Popen[bytes]) -> tuple[int | None, int | None]:
+        """(exit code, signal) of a finished command."""
+        code = proc.returncode
+        return (code, None) if code >= 0 else (None, -code)
 
 
 def _feed_stdin(proc: subprocess.Popen[bytes], data: bytes) -> None:

@@ -21,8 +21,8 @@ from conformance.errors import HarnessError
 from conformance.scenario_tags import ScenarioTags
 
 HERE = Path(__file__).resolve().parent
-# One pattern per registry: the protocol's numbered items (and suite-derived S items), the sketch's, the gaps.
-ID_PATTERN = re.compile(r"^(SDP1-(\d{3}|S\d{2})|SKETCH-\d{3}|GAP-\d)$")
+# One pattern per registry: the protocol's numbered items (and suite-derived S items), the sketch's, REST's, the gaps.
+ID_PATTERN = re.compile(r"^(SDP1-(\d{3}|S\d{2})|SKETCH-\d{3}|REST-\d{3}|GAP-\d)$")
 
 NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
 LEVELS = ("MUST", "SHOULD", "MAY")

@@ -8,7 +8,6 @@ its process; calls about ids nobody here created go to the control process.
 from __future__ import annotations
 
 import math
-import shlex
 import threading
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -22,6 +21,7 @@ from conformance.adapter import (
     SandboxRequest,
     SandboxStatus,
 )
+from conformance.dialects.commands import bash_argv
 from conformance.dialects.common import JsonRpcAdapter
 from conformance.dialects.fabro_sketch.rules import NAME, PROTOCOL_VERSION, capability_flags
 from conformance.dialects.jsonrpc import JsonRpcConnection, Violation
@@ -189,17 +189,7 @@ class FabroSketchAdapter(JsonRpcAdapter):
     def argv(request: ExecRequest) -> list[str]:
         """The sketch runs an argument vector: Bash source becomes ``bash -c``; the working directory
         and the environment are folded in, as hosts of this dialect do."""
-        if request.stdin is not None:
-            raise NotExpressible(NAME, "a command with stdin")
-        if request.sanitization is not None:
-            raise NotExpressible(NAME, "output sanitization")
-        script = request.command
-        if request.working_dir is not None:
-            script = f"cd -- {shlex.quote(request.working_dir)} || exit 125\n{script}"
-        argv = ["bash", "-c", script]
-        if request.env:
-            argv = ["env", *(f"{name}={value}" for name, value in request.env.items()), *argv]
-        return argv
+        return bash_argv(request, NAME)
 
     def exec(self, sandbox_id: str, request: ExecRequest) -> ExecOutcome:
         params = {"id": sandbox_id, "args": self.argv(request), "timeout_secs": max(1, math.ceil(request.timeout_s))}

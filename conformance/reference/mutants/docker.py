@@ -1,0 +1,53 @@
+"""Broken variants (and a control) of the Docker-backed v1 plugin (conformance/reference/docker_plugin.py).
+
+Catalogued with ``provider: docker`` in ``catalogue/docker.yaml``: the suite's own tests start them as
+``sandbox-conformance-docker-plugin --mutant NAME`` and skip them, visibly, where no Docker engine runs.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+from typing import Any
+
+from conformance.reference.docker_backend import DockerBackend, DockerCli, DockerSandbox
+from conformance.reference.docker_plugin import DockerPlugin
+from conformance.reference.host_backend import HostSandbox
+from conformance.reference.mutants import mutant
+
+
+@mutant("docker-resources-accepted-and-ignored")
+class DockerResourcesAcceptedAndIgnored(DockerPlugin):
+    """Accepts memory and CPU sizes and reports them in the sandbox's status, but starts the container
+    without any limit — forkd's 512 MiB guest, the other way round."""
+
+    def create_container(self, spec: dict[str, Any], plan: dict[str, Any]) -> DockerSandbox:
+        sandbox = super().create_container(spec, {**plan, "memory_mb": None, "cpu_cores": None})
+        sandbox.memory_mb, sandbox.cpu_cores = plan["memory_mb"], plan["cpu_cores"]
+        return sandbox
+
+
+class _SignalsAsExitCodes(DockerBackend):
+    """Passes docker exec's exit code through, so 128+N is never read as "ended by signal N"."""
+
+    def exit_status(self, sandbox: HostSandbox, proc: subprocess.Popen[bytes]) -> tuple[int | None, int | None]:
+        code = proc.returncode
+        return (code, None) if code >= 0 else (None, -code)
+
+
+@mutant("docker-signal-as-exit-code")
+class DockerSignalAsExitCode(DockerPlugin):
+    """Reports a command a signal ended as an exit code (143 for SIGTERM), as `docker exec` says it."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(backend=_SignalsAsExitCodes(), **kwargs)
+
+
+@mutant("docker-control-engine-unreachable")
+class DockerControlEngineUnreachable(DockerPlugin):
+    """Control: a Docker engine nobody listens for; health must still be a successful answer, saying so."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        cli = DockerCli()
+        cli.environment["DOCKER_HOST"] = f"unix://{tempfile.gettempdir()}/sandbox-conformance-no-engine.sock"
+        super().__init__(backend=DockerBackend(cli=cli), **kwargs)

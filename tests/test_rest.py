@@ -1,0 +1,536 @@
+"""REST providers: profiles, templates, the HTTP transport's retries, the REST adapter, the reference REST
+server, and the whole suite over ``--rest`` and ``--image``."""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from conformance.adapter import ExecRequest, SandboxRequest
+from conformance.dialects.rest import load_profile, open_rest_adapter, parse_profile, templates
+from conformance.dialects.rest.adapter import RestAdapter
+from conformance.errors import (
+    ApplicationErrorAnswer,
+    NotExpressible,
+    ProviderCrashed,
+    SchemaViolation,
+    UsageError,
+)
+from conformance.transports.http import Credentials, HttpTransport, RetryPolicy
+from tests.helpers import REPO, SuiteRun, run_cli
+
+TOKEN_ENV = "FORKD_TOKEN"  # what the built-in forkd profile reads
+ONE_LINE = "sandbox-conformance: error: "
+SERVER_START_TIMEOUT_S = 20.0
+ACCEPTED_SKIPS = ("capability ", "applies to dialect", "the rest dialect cannot express")
+
+
+# -- the reference REST server, as the suite's own tests start it -----------------------------------
+
+
+@dataclass
+class RestServer:
+    url: str
+    token: str
+    process: subprocess.Popen[str]
+    log_path: Path
+
+    @property
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def env(self) -> dict[str, str]:
+        """This process's environment plus the token where the forkd profile reads it."""
+        return {**os.environ, TOKEN_ENV: self.token}
+
+
+@contextmanager
+def rest_server(tmp_path: Path, mutant: str | None = None, token: str | None = None) -> Iterator[RestServer]:
+    """Start ``python -m conformance.reference.rest_server --port 0`` (a mutant, optionally), read its URL
+    from the first stdout line, and always stop it."""
+    token = token or f"test-token-{uuid.uuid4().hex}"
+    log_path = tmp_path / f"rest-server-{uuid.uuid4().hex[:8]}.log"
+    command = [sys.executable, "-m", "conformance.reference.rest_server", "--port", "0", "--host", "127.0.0.1",
+               "--token-env", TOKEN_ENV]
+    if mutant is not None:
+        command += ["--mutant", mutant]
+    with log_path.open("w") as log:
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True, cwd=REPO,
+                                   env={**os.environ, TOKEN_ENV: token})
+    try:
+        url = _first_line(process, log_path).removeprefix("listening on ").strip()
+        assert url.startswith("http://127.0.0.1:"), url
+        yield RestServer(url, token, process, log_path)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        if process.stdout is not None:
+            process.stdout.close()
+
+
+def _first_line(process: subprocess.Popen[str], log_path: Path) -> str:
+    assert process.stdout is not None
+    selector = selectors.DefaultSelector()
+    selector.register(process.stdout, selectors.EVENT_READ)
+    if not selector.select(timeout=SERVER_START_TIMEOUT_S):
+        raise AssertionError(f"the REST server did not start within {SERVER_START_TIMEOUT_S} s: "
+                             f"{log_path.read_text(errors='replace')}")
+    line = process.stdout.readline()
+    assert line, f"the REST server exited: {log_path.read_text(errors='replace')}"
+    return line
+
+
+def rest_suite(server: RestServer, report_dir: Path, *args: str, timeout: float = 600) -> SuiteRun:
+    """``sandbox-conformance run --rest URL --profile forkd ARGS`` with the server's token in the environment."""
+    return run_cli("run", "--rest", server.url, "--profile", "forkd", *args, report_dir=report_dir, timeout=timeout,
+                   env=server.env())
+
+
+def _assert_one_line_error(run: SuiteRun, *fragments: str) -> None:
+    assert run.exit_code == 2, (run.exit_code, run.stdout[-500:], run.stderr[-500:])
+    lines = [line for line in run.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, run.stderr
+    assert lines[0].startswith(ONE_LINE), lines[0]
+    for fragment in fragments:
+        assert fragment in lines[0], lines[0]
+    assert "Traceback" not in run.stderr + run.stdout
+
+
+# -- profiles --------------------------------------------------------------------------------------
+
+FORKD_TEXT = (REPO / "conformance" / "profiles" / "forkd.yaml").read_text()
+
+
+def _edited(path: str, value: Any) -> str:
+    """The forkd profile with the value at a /-separated path replaced (``None`` deletes it)."""
+    import yaml
+
+    document = yaml.safe_load(FORKD_TEXT)
+    *parents, last = path.strip("/").split("/")
+    node = document
+    for key in parents:
+        node = node[int(key)] if isinstance(node, list) else node[key]
+    if value is None:
+        del node[last]
+    else:
+        node[last] = value
+    return yaml.safe_dump(document)
+
+
+def test_the_built_in_forkd_profile_loads() -> None:
+    profile = load_profile("forkd")
+    assert profile.name == "forkd" and profile.auth_scheme == "bearer" and profile.token_env == TOKEN_ENV
+    assert profile.create_id == ["/0/id", "/id"]
+    assert profile.create_fields == {"from_snapshot", "memory_mb"}
+    assert profile.port() == 8889
+    assert profile.list is not None and profile.get is not None and not profile.supports_labels
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "fragment"),
+    [
+        ("exec/timeout/unit", "h", "at /exec/timeout/unit"),
+        ("auth/scheme", "kerberos", "at /auth/scheme"),
+        ("auth/token_env", None, "at /auth"),
+        ("create/id", 7, "at /create/id"),
+        ("delete/success", [], "at /delete/success"),
+        ("get/path", "v1/sandboxes/{id}", "at /get/path"),
+        ("exec/body/args", "{argv}", "at /exec/body/args: unknown placeholder {argv}"),
+        ("delete/path", "/v1/sandboxes/{sandbox}", "at /delete/path: unknown placeholder {sandbox}"),
+        ("exec/working_dir", "field", "at /exec/working_dir"),
+        ("exec/timed_out", [{}], "at /exec/timed_out/0"),
+        ("health", None, "'health' is a required property"),
+        ("surprise", True, "at /: Additional properties are not allowed ('surprise' was unexpected)"),
+    ],
+    ids=lambda value: value if isinstance(value, str) else None,
+)
+def test_a_bad_profile_is_refused_naming_the_field(path: str, value: Any, fragment: str) -> None:
+    with pytest.raises(UsageError) as refused:
+        parse_profile(_edited(path, value), "profile p.yaml")
+    message = str(refused.value)
+    assert message.startswith("profile p.yaml is invalid at ") or "required property" in message, message
+    assert fragment in message and "\n" not in message
+
+
+def test_profile_files_names_and_yaml_errors_are_one_line(tmp_path: Path) -> None:
+    with pytest.raises(UsageError, match=r"unknown profile 'nosuch': the built-in profiles are forkd"):
+        load_profile("nosuch")
+    with pytest.raises(UsageError, match=r"profile /nonexistent/p\.yaml does not exist"):
+        load_profile("/nonexistent/p.yaml")
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("name: x\nauth: [unclosed\n")
+    with pytest.raises(UsageError, match=r"is not valid YAML: .* at line \d+ column \d+"):
+        load_profile(str(broken))
+    good = tmp_path / "mine.yaml"
+    good.write_text(_edited("name", "mine"))
+    assert load_profile(str(good)).name == "mine"
+
+
+# -- templates and extraction ----------------------------------------------------------------------
+
+
+def test_templates_fill_typed_values_and_drop_optional_keys() -> None:
+    template = {"args": "{command}", "timeout_secs": "{timeout}", "tag": "{snapshot?}", "note": "run {id}",
+                "list": ["{env?}", "x"]}
+    filled = templates.fill(template, {"command": ["bash", "-c", "true"], "timeout": 3, "id": "s1"})
+    assert filled == {"args": ["bash", "-c", "true"], "timeout_secs": 3, "note": "run s1", "list": ["x"]}
+    with pytest.raises(templates.TemplateError, match=r"\{timeout\}"):
+        templates.fill({"t": "{timeout}"}, {})
+    assert templates.fill_path("/v1/sandboxes/{id}/exec", {"id": "a b/c"}) == "/v1/sandboxes/a%20b%2Fc/exec"
+    assert templates.names(template) == {"command", "timeout", "snapshot", "id", "env"}
+
+
+def test_pointers_read_an_array_answer_and_a_bare_object() -> None:
+    array, bare = [{"id": "sb-1", "state": "running"}], {"id": "sb-2"}
+    assert templates.first(array, ["/0/id", "/id"]) == ("/0/id", "sb-1")
+    assert templates.first(bare, ["/0/id", "/id"]) == ("/id", "sb-2")
+    assert templates.first({}, ["/0/id", "/id"]) == (None, None)
+    assert templates.resolve({"a/b": {"~": 1}}, "/a~1b/~0") == (True, 1)
+    assert templates.resolve([1], "/01") == (False, None)
+    assert templates.resolve([1, 2], "") == (True, [1, 2])
+
+
+# -- the adapter over a mock transport ---------------------------------------------------------------
+
+
+@dataclass
+class Mock:
+    """A scripted provider: each request is answered by ``handler`` and recorded."""
+
+    handler: Any
+    seen: list[httpx.Request]
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.seen.append(request)
+        return self.handler(request)
+
+
+def _adapter(handler: Any, profile_text: str = FORKD_TEXT, attempts: int = 3) -> tuple[RestAdapter, Mock]:
+    mock = Mock(handler, [])
+    profile = parse_profile(profile_text, "test profile")
+    http = HttpTransport("http://provider.test", Credentials("bearer", None, "secret-token-123"),
+                         retries=RetryPolicy(attempts, 0.0), transport=httpx.MockTransport(mock), sleep=lambda _s: None)
+    return RestAdapter(profile, http, run_labels={"sandbox-conformance.run": "run-x"}), mock
+
+
+def _json(request: httpx.Request) -> Any:
+    return json.loads(request.content) if request.content else None
+
+
+def test_create_reads_the_id_of_an_array_answer_and_of_a_bare_object() -> None:
+    for body in ([{"id": "sb-1", "snapshot_tag": "default"}], {"id": "sb-2"}):
+        adapter, mock = _adapter(lambda r, body=body: httpx.Response(201, json=body))
+        handle = adapter.create(SandboxRequest())
+        assert handle.id in ("sb-1", "sb-2")
+        assert _json(mock.seen[0]) == {}  # optional fields without values are dropped; the run label too
+        assert mock.seen[0].headers["Authorization"] == "Bearer secret-token-123"
+    adapter, _mock = _adapter(lambda r: httpx.Response(201, json=[{"sandbox_id": "x"}]))
+    with pytest.raises(SchemaViolation, match=r"no sandbox id at /0/id or /id"):
+        adapter.create(SandboxRequest())
+
+
+def test_create_maps_what_the_profile_maps_and_refuses_to_express_the_rest() -> None:
+    adapter, mock = _adapter(lambda r: httpx.Response(201, json=[{"id": "sb"}]))
+    adapter.create(SandboxRequest(from_snapshot="warm", memory_mb=512))
+    assert _json(mock.seen[-1]) == {"snapshot_tag": "warm", "memory_limit_mib": 512}
+    for request in (SandboxRequest(labels={"a": "b"}), SandboxRequest(cpu_cores=1), SandboxRequest(name="n"),
+                    SandboxRequest(extra={"region": "eu"})):
+        with pytest.raises(NotExpressible, match="the rest dialect cannot express: creating a sandbox with"):
+            adapter.create(request)
+
+
+def test_error_answers_become_kinds_with_the_status_and_the_body_message() -> None:
+    answers = {401: "auth", 403: "auth", 404: "not_found", 400: "invalid_spec", 422: "invalid_spec", 408: "timeout",
+               409: "invalid_state", 429: "rate_limited", 500: "provider", 503: "provider"}
+    for status, kind in answers.items():
+        adapter, _mock = _adapter(lambda r, status=status: httpx.Response(status, json={"error": f"said {status}"}),
+                                  attempts=1)
+        with pytest.raises(ApplicationErrorAnswer) as refused:
+            adapter.describe("sb")
+        assert (refused.value.kind, refused.value.http_status, refused.value.message) == (kind, status, f"said {status}")
+    adapter, _mock = _adapter(lambda r: httpx.Response(400, json={"error": "memory_limit_mib is not supported"}))
+    with pytest.raises(ApplicationErrorAnswer) as refused:
+        adapter.create(SandboxRequest(memory_mb=64))
+    assert refused.value.kind == "invalid_spec" and refused.value.detail["field"] == "resources.memory_mb"
+    adapter, _mock = _adapter(lambda r: httpx.Response(404, text="nope"))
+    with pytest.raises(ApplicationErrorAnswer) as refused:
+        adapter.describe("sb")
+    assert refused.value.message == "" and refused.value.detail["body"] == "nope"
+
+
+def test_exec_folds_the_command_and_reads_results_timeouts_and_missing_sandboxes() -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = _json(request)
+        script = body["args"][-1]
+        if "missing" in request.url.path:
+            return httpx.Response(404, json={"error": "sandbox missing not found"})
+        if "sleep" in script:
+            return httpx.Response(408, json={"error": "exec deadline exceeded after 1.0s"})
+        return httpx.Response(200, json={"stdout": "deadline exceeded", "stderr": "e", "exit_code": 3})
+
+    adapter, mock = _adapter(handler)
+    ran = adapter.exec("sb", ExecRequest("echo hi", timeout_s=1.2, env={"A": "1"}, working_dir="/w"))
+    assert (ran.outcome, ran.termination, ran.exit_code, ran.stdout) == ("ran", "exited", 3, b"deadline exceeded")
+    sent = _json(mock.seen[-1])
+    assert sent["timeout_secs"] == 2  # rounded up
+    assert sent["args"] == ["env", "A=1", "bash", "-c", "cd -- /w || exit 125\necho hi"]
+    timed_out = adapter.exec("sb", ExecRequest("sleep 9", timeout_s=0.1))
+    assert (timed_out.outcome, timed_out.termination, timed_out.exit_code) == ("ran", "timed_out", None)
+    assert _json(mock.seen[-1])["timeout_secs"] == 1  # the profile's minimum
+    missing = adapter.exec("missing", ExecRequest("true"))
+    assert missing.outcome == "infra" and missing.error is not None and missing.error.kind == "not_found"
+    with pytest.raises(NotExpressible, match="stdin"):
+        adapter.exec("sb", ExecRequest("cat", stdin=b"x"))
+
+
+def test_retries_only_for_idempotent_operations() -> None:
+    counts: dict[str, int] = {}
+
+    def flaky(request: httpx.Request) -> httpx.Response:
+        counts[request.method] = counts.get(request.method, 0) + 1
+        if counts[request.method] < 3:
+            return httpx.Response(503, json={"error": "busy"})
+        return httpx.Response(204 if request.method == "DELETE" else 200, json=[] if request.method == "GET" else None)
+
+    adapter, _mock = _adapter(flaky)
+    adapter.delete("sb")  # 503, 503, then 204
+    assert counts["DELETE"] == 3
+    assert adapter.list() == [] and counts["GET"] == 3
+    with pytest.raises(ApplicationErrorAnswer) as refused:
+        adapter.create(SandboxRequest())
+    assert refused.value.http_status == 503 and counts["POST"] == 1
+    outcome = adapter.exec("sb", ExecRequest("true"))
+    assert outcome.outcome == "infra" and counts["POST"] == 2  # one more: exec is never retried
+
+    def unreachable(request: httpx.Request) -> httpx.Response:
+        counts["connect " + request.method] = counts.get("connect " + request.method, 0) + 1
+        raise httpx.ConnectError("connection refused", request=request)
+
+    adapter, _mock = _adapter(unreachable)
+    with pytest.raises(ProviderCrashed, match="cannot connect"):
+        adapter.describe("sb")
+    assert counts["connect GET"] == 3
+    with pytest.raises(ProviderCrashed):
+        adapter.create(SandboxRequest())
+    assert counts["connect POST"] == 1
+
+
+def test_the_transcript_records_requests_and_answers_without_the_token() -> None:
+    adapter, _mock = _adapter(lambda r: httpx.Response(201, json=[{"id": "sb"}]))
+    seen: list[tuple[str, str, str]] = []
+    adapter.transport.add_observer(lambda channel, direction, text: seen.append((channel, direction, text)))
+    adapter.create(SandboxRequest())
+    assert [d for _c, d, _t in seen] == ["sent", "received"]
+    assert seen[0][2] == "POST http://provider.test/v1/sandboxes {}" and seen[1][2].startswith("201 (")
+    assert all("secret-token-123" not in text for _c, _d, text in seen)
+
+
+def test_a_token_variable_that_is_not_set_is_a_one_line_usage_error() -> None:
+    with pytest.raises(UsageError, match="environment variable FORKD_TOKEN, which is not set"):
+        open_rest_adapter(load_profile("forkd"), "http://127.0.0.1:9", environ={})
+
+
+# -- the reference REST server ---------------------------------------------------------------------
+
+
+def test_the_reference_server_wants_the_token_everywhere_but_health_and_never_logs_it(tmp_path: Path) -> None:
+    with rest_server(tmp_path) as server:
+        with httpx.Client(base_url=server.url, timeout=10) as client:
+            assert client.get("/healthz").json() == {"ok": True}
+            refused = client.post("/v1/sandboxes", json={})
+            assert (refused.status_code, refused.json()) == (401, {"error": "unauthorized"})
+            wrong = client.get("/v1/sandboxes", headers={"Authorization": "Bearer not-the-token"})
+            assert wrong.status_code == 401
+            auth = {"Authorization": f"Bearer {server.token}"}
+            assert client.get("/v1/sandboxes", headers=auth).json() == []
+            created = client.post("/v1/sandboxes", json={}, headers=auth)
+            assert created.status_code == 201 and created.json()[0]["memory_limit_mib"] is None
+            sandbox = created.json()[0]["id"]
+            ran = client.post(f"/v1/sandboxes/{sandbox}/exec", headers=auth, json={"args": ["sh", "-c", "echo hi; exit 4"]})
+            assert ran.json() == {"stdout": "hi\n", "stderr": "", "exit_code": 4}
+            assert client.post(f"/v1/sandboxes/{sandbox}/exec", headers=auth, json={"args": []}).status_code == 400
+            late = client.post(f"/v1/sandboxes/{sandbox}/exec", headers=auth, json={"args": ["sleep", "5"], "timeout_secs": 1})
+            assert late.status_code == 408 and "requested timeout_secs=1" in late.json()["error"]
+            sized = client.post("/v1/sandboxes", headers=auth, json={"memory_limit_mib": 256})
+            assert sized.status_code == 400 and "memory_limit_mib" in sized.json()["error"]
+            tagged = client.post("/v1/sandboxes", headers=auth, json={"snapshot_tag": "nope"})
+            assert (tagged.status_code, tagged.json()) == (404, {"error": "snapshot nope not found"})
+            assert client.delete(f"/v1/sandboxes/{sandbox}", headers=auth).status_code == 204
+            assert client.delete(f"/v1/sandboxes/{sandbox}", headers=auth).status_code == 404
+            gone = client.post(f"/v1/sandboxes/{sandbox}/exec", headers=auth, json={"args": ["true"]})
+            assert gone.status_code == 404
+        log = server.log
+    assert "POST /v1/sandboxes 401" in log and "GET /healthz 200" in log
+    assert server.token not in log
+
+
+def test_the_reference_server_refuses_to_start_without_a_token() -> None:
+    completed = subprocess.run([sys.executable, "-m", "conformance.reference.rest_server", "--port", "0",
+                                "--token-env", "SC_NO_SUCH_TOKEN"], capture_output=True, text=True, timeout=30,
+                               env={k: v for k, v in os.environ.items() if k != "SC_NO_SUCH_TOKEN"}, check=False)
+    assert completed.returncode == 2 and completed.stdout == ""
+    assert len(completed.stderr.strip().splitlines()) == 1 and "SC_NO_SUCH_TOKEN" in completed.stderr
+
+
+def test_serve_runs_the_reference_server_in_the_foreground(tmp_path: Path) -> None:
+    process = subprocess.Popen([sys.executable, "-m", "conformance.cli", "serve", "forkd", "--port", "0",
+                                "--host", "127.0.0.1"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                               env={**os.environ, TOKEN_ENV: "serve-token-1234"})
+    try:
+        (tmp_path / "serve.log").write_text("(stderr not kept)")
+        url = _first_line(process, tmp_path / "serve.log").removeprefix("listening on ").strip()
+        assert httpx.get(url + "/healthz", timeout=10).status_code == 200
+    finally:
+        process.terminate()
+        assert process.wait(timeout=10) == 0
+        assert process.stdout is not None
+        process.stdout.close()
+
+
+# -- the command line ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("arguments", "fragments"),
+    [
+        (["--rest", "http://127.0.0.1:9"], ("http://127.0.0.1:9", "cannot be reached")),
+        (["--rest", "ftp://example.test"], ("--rest 'ftp://example.test' is not a usable URL",)),
+        (["--rest", "http://"], ("is not a usable URL",)),
+        (["--rest", "http://127.0.0.1:9", "--profile", "nosuch"], ("unknown profile 'nosuch'",)),
+        (["--rest", "http://127.0.0.1:9", "--profile", "/nonexistent/p.yaml"], ("/nonexistent/p.yaml does not exist",)),
+        (["--profile", "forkd"], ("--profile applies to REST providers only",)),
+        (["--rest", "http://127.0.0.1:9", "--plugin", "x"], ("not allowed with argument",)),
+    ],
+    ids=lambda value: " ".join(value) if isinstance(value, list) else None,
+)
+def test_bad_rest_input_ends_with_exit_2_and_one_line(arguments: list[str], fragments: tuple[str, ...],
+                                                      tmp_path: Path) -> None:
+    run = run_cli("run", *arguments, report_dir=tmp_path, timeout=60, env={**os.environ, TOKEN_ENV: "t0k3n-x"})
+    _assert_one_line_error(run, *fragments)
+
+
+def test_a_bad_profile_file_ends_with_exit_2_naming_the_field(tmp_path: Path) -> None:
+    profile = tmp_path / "bad.yaml"
+    profile.write_text(_edited("exec/timeout/unit", "h"))
+    run = run_cli("run", "--rest", "http://127.0.0.1:9", "--profile", str(profile), report_dir=tmp_path, timeout=60,
+                  env={**os.environ, TOKEN_ENV: "t0k3n-x"})
+    _assert_one_line_error(run, str(profile), "at /exec/timeout/unit")
+
+
+def test_an_unset_token_or_a_refused_token_ends_with_exit_2_and_one_line(tmp_path: Path) -> None:
+    with rest_server(tmp_path) as server:
+        without = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
+        run = run_cli("run", "--rest", server.url, report_dir=tmp_path, timeout=60, env=without)
+        _assert_one_line_error(run, "FORKD_TOKEN", "not set")
+        run = run_cli("run", "--rest", server.url, report_dir=tmp_path, timeout=60,
+                      env={**os.environ, TOKEN_ENV: "the-wrong-token-42"})
+        _assert_one_line_error(run, "refused the token from $FORKD_TOKEN", "HTTP 401")
+        assert "the-wrong-token-42" not in run.stderr
+
+
+# -- the whole suite -------------------------------------------------------------------------------
+
+
+def _assert_green(run: SuiteRun) -> dict[str, Any]:
+    assert run.exit_code == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    results = run.results
+    for scenario in results["scenarios"]:
+        if scenario["outcome"] != "passed":
+            assert scenario["outcome"] == "skipped", f"{scenario['id']} ended {scenario['outcome']}: {scenario.get('message')}"
+            assert scenario["message"].startswith(ACCEPTED_SKIPS), f"{scenario['id']}: {scenario['message']}"
+    provider = results["provider"]
+    assert (provider["kind"], provider["dialect"], provider["transport"]) == ("forkd", "rest", "http")
+    assert results["sandboxes"]["leaked"] == []
+    assert results["sandboxes"]["created"] == results["sandboxes"]["deleted"] > 0
+    return results
+
+
+@pytest.mark.slow
+def test_the_reference_rest_server_passes_the_whole_suite_over_rest(tmp_path: Path) -> None:
+    with rest_server(tmp_path) as server:
+        run = rest_suite(server, tmp_path / "reports")
+    results = _assert_green(run)
+    passed = {s["id"] for s in results["scenarios"] if s["outcome"] == "passed"}
+    rest_ids = {s["id"] for s in results["scenarios"] if s["feature"] == "rest.feature"}
+    assert rest_ids and rest_ids <= passed
+    gaps_seen = {"timeout-is-not-an-exit-code", "exec-unknown-sandbox-is-an-error", "exec-deleted-sandbox-is-an-error",
+                 "delete-unknown", "delete-twice", "create-describe-delete", "resources-memory"}
+    assert gaps_seen <= passed
+
+
+def test_a_token_never_appears_in_results_junit_or_the_terminal(tmp_path: Path) -> None:
+    token = f"PLANTED-{uuid.uuid4().hex}-TOKEN"
+    # A mutant that fails scenarios, so failure diagnostics (transcripts, stderr) are written too.
+    with rest_server(tmp_path, mutant="rest-auth-not-enforced", token=token) as server:
+        run = rest_suite(server, tmp_path / "reports", "--feature", "rest.feature", "--feature", "delete.feature")
+        log = server.log
+    assert run.exit_code == 1, run.stdout[-2000:] + run.stderr[-2000:]
+    assert run.with_outcome("failed") >= {"rest-missing-credential"}
+    failure = next(s for s in run.results["scenarios"] if s["id"] == "rest-missing-credential")
+    assert any("POST http://127.0.0.1:" in line for line in failure["transcript"])
+    for where, text in (("results.json", (run.report_dir / "results.json").read_text()),
+                        ("junit.xml", (run.report_dir / "junit.xml").read_text()),
+                        ("stdout", run.stdout), ("stderr", run.stderr), ("the server's log", log)):
+        assert token not in text, f"the token appears in {where}"
+
+
+@pytest.mark.slow
+def test_the_suite_runs_green_through_an_image_and_leaves_no_container(rest_server_image: str, tmp_path: Path) -> None:
+    from conformance import containers
+
+    run_id = f"run-image-{uuid.uuid4().hex[:10]}"
+    run = run_cli("run", "--image", rest_server_image, "--run-id", run_id, report_dir=tmp_path / "reports",
+                  timeout=900, env={k: v for k, v in os.environ.items() if k != TOKEN_ENV})
+    try:
+        results = _assert_green(run)
+        assert results["provider"]["command"].startswith("http://")
+        assert {s["id"] for s in results["scenarios"] if s["feature"] == "rest.feature"} <= run.with_outcome("passed")
+    finally:
+        left = containers.labelled(run_id)
+        containers.remove_labelled(run_id)
+    assert left == [], f"containers left behind with the run label: {left}"
+
+
+@pytest.mark.slow
+def test_an_interrupted_image_run_still_removes_its_container(rest_server_image: str, tmp_path: Path) -> None:
+    import signal
+
+    from conformance import containers
+
+    run_id = f"run-image-{uuid.uuid4().hex[:10]}"
+    process = subprocess.Popen([sys.executable, "-m", "conformance.cli", "run", "--image", rest_server_image,
+                                "--run-id", run_id, "--report-dir", str(tmp_path / "reports")],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=REPO)
+    try:
+        deadline = time.monotonic() + 120
+        while not containers.labelled(run_id):
+            assert process.poll() is None, f"the run ended before its container started: {process.stderr.read()}"
+            assert time.monotonic() < deadline, "the container never started"
+            time.sleep(0.2)
+        time.sleep(2.0)  # into the run
+        process.send_signal(signal.SIGINT)
+        assert process.wait(timeout=120) == 1
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        left = containers.labelled(run_id)
+        containers.remove_labelled(run_id)
+    assert left == [], f"an interrupted run left containers behind: {left}"
