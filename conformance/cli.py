@@ -1,13 +1,16 @@
 """``sandbox-conformance``: run the suite against a provider, list what it checks.
 
-Exit codes: 0 nothing failed · 1 a scenario failed or errored (or the run was interrupted) ·
-2 bad usage or configuration, a provider that cannot be started or handshaken, or a selection that
-matched no scenario. Every exit-2 problem is reported as one line, never a traceback.
+Exit codes: 0 the verdict passed · 1 it did not: a MUST failure (a SHOULD failure with --strict), an
+error, a stale baseline, a flaky scenario, a leaked sandbox, nothing verified (every selected scenario
+skipped or disabled), or an interrupted run · 2 bad usage or configuration, a provider that cannot be
+started or handshaken, or a selection that matched no scenario. Every exit-2 problem is reported as one
+line, never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import os
 import sys
@@ -74,8 +77,22 @@ def build_parser() -> argparse.ArgumentParser:
     output.add_argument("--report-dir", default="reports", metavar="DIR", help="where results go (default: ./reports)")
     output.add_argument("-v", "--verbose", action="store_true", help="one line per scenario")
     run.add_argument("-n", dest="workers", metavar="N", help="parallel workers (pytest-xdist), or 'auto'")
+    verdict = run.add_argument_group("verdict")
+    verdict.add_argument("--strict", action="store_true", help="SHOULD failures fail the run (default: warnings)")
+    verdict.add_argument("--expected-failures", metavar="FILE",
+                         help="baseline of known failures (YAML): listed failures are xfail, listed passes fail")
+    verdict.add_argument("--update-baseline", metavar="FILE", help="write this run's failures to FILE as a baseline")
+    verdict.add_argument("--repeat", type=int, default=1, metavar="N",
+                         help="run the selection N times with the same seed; changed outcomes are flaky")
     run.add_argument("--seed", type=int, help="seed of generated data; replays a run")
     run.add_argument("--run-id", help="label value that marks this run's sandboxes (default: random)")
+
+    sweep = commands.add_parser("sweep", help="delete the sandboxes a past run left behind (by its run label)")
+    sweep.add_argument("--run-id", required=True, help="the run whose sandboxes to delete (its label value)")
+    sweep_target = sweep.add_argument_group("provider (default: the bundled reference plugin)")
+    for action in target._group_actions:  # run's provider options, as they are
+        if action.dest not in ("image", "sandboxes_per_process"):
+            sweep_target._add_action(copy.copy(action))
 
     listing = commands.add_parser("list", help="list the scenarios the suite defines")
     listing.add_argument("--json", action="store_true", help="machine-readable output")
@@ -182,6 +199,12 @@ def pytest_arguments(args: argparse.Namespace, config: ProviderConfig) -> list[s
         argv += ["--sc-feature", feature]
     if args.seed is not None:
         argv += ["--sc-seed", str(args.seed)]
+    if args.strict:
+        argv += ["--sc-strict"]
+    if args.expected_failures:
+        argv += ["--sc-expected-failures", str(Path(args.expected_failures).resolve())]
+    if args.update_baseline:
+        argv += ["--sc-update-baseline", str(Path(args.update_baseline).resolve())]
     if args.workers:
         argv += ["-n", str(args.workers)]
     return argv
@@ -190,8 +213,6 @@ def pytest_arguments(args: argparse.Namespace, config: ProviderConfig) -> list[s
 def command_run(args: argparse.Namespace) -> int:
     import uuid
 
-    import pytest
-
     from conformance.scenario_tags import TagExpression
 
     if args.tags:
@@ -199,6 +220,18 @@ def command_run(args: argparse.Namespace) -> int:
             TagExpression(args.tags)
         except ValueError as exc:
             raise UsageError(f"--tags: {exc}") from None
+    if args.repeat < 1:
+        raise UsageError(f"--repeat must be at least 1, not {args.repeat}")
+    if args.seed is not None and args.seed < 0:
+        raise UsageError(f"--seed must not be negative, not {args.seed}")
+    if args.seed is None:  # chosen here so every repetition, and the report, use the same one
+        args.seed = int.from_bytes(os.urandom(4), "big")
+    if args.expected_failures:
+        from conformance.reporting.baseline import Baseline
+
+        Baseline.load(args.expected_failures)
+    if args.update_baseline:
+        _check_writable_file(args.update_baseline)
     rest_target = args.rest is not None or args.image is not None
     config = ProviderConfig(
         plugin=args.plugin, dialect=args.dialect, env=parse_env_pairs(args.env), pass_env=args.pass_env,
@@ -206,11 +239,18 @@ def command_run(args: argparse.Namespace) -> int:
         call_timeout_s=args.call_timeout, sandboxes_per_process=args.sandboxes_per_process,
         rest_url=args.rest, profile=_profile_reference(args.profile, rest_target), image=args.image,
     )
+    from conformance import interrupts
+
+    with interrupts.trapped():
+        return _run_on_provider(args, config)
+
+
+def _run_on_provider(args: argparse.Namespace, config: ProviderConfig) -> int:
     if args.image is None:
         config.validate()
         _check_report_dir(args.report_dir)
         _preflight(config)
-        return _exit_code(pytest.main(pytest_arguments(args, config)), Path(args.report_dir))
+        return _run_selection(args, config)
     from conformance import containers
 
     profile = config.rest_profile()
@@ -219,8 +259,48 @@ def command_run(args: argparse.Namespace) -> int:
         config.rest_url = provider.url
         config.validate()
         _preflight(config)
-        code = pytest.main(pytest_arguments(args, config))
-    return _exit_code(code, Path(args.report_dir))
+        return _run_selection(args, config)
+
+
+def _run_selection(args: argparse.Namespace, config: ProviderConfig) -> int:
+    """Run the selection once, or ``--repeat`` times (each repetition's reports in repeat-K/, the
+    merged report with flaky scenarios at the top of the report directory)."""
+    import pytest
+
+    report_dir = Path(args.report_dir)
+    if args.repeat == 1:
+        return _exit_code(pytest.main(pytest_arguments(args, config)), report_dir)
+    from dataclasses import replace
+
+    from conformance import interrupts
+    from conformance.reporting import repeat, terminal, writer
+
+    documents, code = [], EXIT_OK
+    base_run_id = config.run_id
+    for number in range(1, args.repeat + 1):
+        attempt_dir = report_dir / f"repeat-{number}"
+        attempt = argparse.Namespace(**{**vars(args), "report_dir": str(attempt_dir)})
+        print(f"{PROG}: repetition {number} of {args.repeat}", file=sys.stderr)
+        code = _exit_code(pytest.main(pytest_arguments(attempt, replace(config, run_id=f"{base_run_id}-r{number}"))),
+                          attempt_dir)
+        results = attempt_dir / "results.json"
+        if results.exists():
+            documents.append(json.loads(results.read_text(encoding="utf-8")))
+        if code not in (EXIT_OK, EXIT_FAILED) or interrupts.INTERRUPTED.is_set():
+            break
+    if not documents:
+        return code
+    document = writer.write_document(report_dir, repeat.merge(documents))
+    print(terminal.render_summary(document), end="")
+    return EXIT_OK if document["verdict"]["passed"] else EXIT_FAILED
+
+
+def _check_writable_file(path: str) -> None:
+    target = Path(path)
+    if target.is_dir():
+        raise UsageError(f"--update-baseline {path} is a directory")
+    if not target.parent.is_dir():
+        raise UsageError(f"--update-baseline {path}: the directory {target.parent} does not exist")
 
 
 def _profile_reference(value: str | None, rest_target: bool) -> str | None:
@@ -236,6 +316,10 @@ def _profile_reference(value: str | None, rest_target: bool) -> str | None:
 def _exit_code(pytest_code: int, report_dir: Path) -> int:
     import pytest
 
+    from conformance.interrupts import INTERRUPTED
+
+    if INTERRUPTED.is_set():  # whatever pytest made of it: an interrupted run never passes
+        pytest_code = pytest.ExitCode.INTERRUPTED
     if pytest_code == pytest.ExitCode.OK:
         return EXIT_OK
     if pytest_code == pytest.ExitCode.NO_TESTS_COLLECTED:
@@ -248,7 +332,18 @@ def _exit_code(pytest_code: int, report_dir: Path) -> int:
     if pytest_code == pytest.ExitCode.INTERNAL_ERROR:
         print(f"{PROG}: the suite itself failed (internal error); see the output above", file=sys.stderr)
         return EXIT_FAILED
+    _print_verdict_reasons(report_dir)
     return EXIT_FAILED
+
+
+def _print_verdict_reasons(report_dir: Path) -> None:
+    """Why the run failed, one line each on stderr, for logs that only keep stderr."""
+    try:
+        verdict = json.loads((report_dir / "results.json").read_text(encoding="utf-8"))["verdict"]
+    except (OSError, ValueError, KeyError):
+        return
+    for reason in verdict["reasons"]:
+        print(f"{PROG}: FAIL: {reason}", file=sys.stderr)
 
 
 # -- list ----------------------------------------------------------------------------------------
@@ -349,6 +444,24 @@ def command_lint(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# -- sweep ---------------------------------------------------------------------------------------
+
+
+def command_sweep(args: argparse.Namespace) -> int:
+    """Delete the sandboxes labelled with a past run's id: 0 nothing left, 1 some left (named)."""
+    from conformance import sweep
+
+    config = ProviderConfig(
+        plugin=args.plugin, dialect=args.dialect, env=parse_env_pairs(args.env), pass_env=args.pass_env,
+        create_spec=_load_create_spec(args.create_spec), run_id=args.run_id, call_timeout_s=args.call_timeout,
+        rest_url=args.rest, profile=_profile_reference(args.profile, args.rest is not None),
+    )
+    config.validate()
+    result = sweep.sweep(config)
+    sweep.print_result(result)
+    return result.exit_code
+
+
 # -- serve ---------------------------------------------------------------------------------------
 
 
@@ -367,6 +480,8 @@ def main(argv: list[str] | None = None) -> int:
             return command_lint(args)
         if args.command == "serve":
             return command_serve(args)
+        if args.command == "sweep":
+            return command_sweep(args)
         return command_list(args)
     except ConformanceError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import signal
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -23,8 +21,9 @@ from typing import Any
 # Before testcontainers is imported: its configuration reads the environment once, at import.
 os.environ["TESTCONTAINERS_RYUK_DISABLED"] = "true"
 
-import httpx
+import httpx  # after the Ryuk switch above, like every import below it
 
+from conformance import interrupts
 from conformance.dialects.rest import Profile
 from conformance.errors import ProviderStartError, UsageError
 from conformance.transcript import REDACTOR
@@ -41,23 +40,6 @@ class RunningProvider:
     url: str
     container_id: str
     image: str
-
-
-def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
-
-
-@contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
-    """SIGTERM ends the run like Ctrl-C, so the ``finally`` that removes the container runs."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    previous = signal.signal(signal.SIGTERM, _interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 @contextmanager
@@ -81,7 +63,8 @@ def running(image: str, profile: Profile, run_id: str,
     container.with_exposed_ports(port)
     container.with_kwargs(labels={RUN_LABEL: run_id})
     previous_token = environ.get(str(profile.token_env)) if token is not None else None
-    with _sigterm_interrupts():
+    # SIGTERM ends the run like Ctrl-C, so the ``finally`` that removes the container runs.
+    with interrupts.trapped():
         try:
             _start(container, image)
             url = f"http://{_host(container)}:{container.get_exposed_port(port)}"

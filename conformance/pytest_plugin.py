@@ -24,13 +24,14 @@ from typing import Any
 import pytest
 from faker import Faker
 
-from conformance import bundle, requirements
+from conformance import bundle, interrupts, requirements
 from conformance.adapter import ProviderAdapter
 from conformance.dialects.jsonrpc import raise_wire_violations
 from conformance.errors import ConformanceError, NotExpressible, UsageError, is_provider_fault
 from conformance.providers import ProviderConfig, parse_env_pairs
 from conformance.reporting import catalogue as scenario_catalogue
 from conformance.reporting import writer
+from conformance.reporting.baseline import Baseline, write_baseline
 from conformance.reporting.model import ScenarioResult
 from conformance.scenario_tags import ScenarioTags, TagExpression, example_key
 from conformance.session import CleanupReport, ProviderSession, scenario_owner
@@ -125,6 +126,10 @@ class RunState:
         self.selected_ids = set(option.sc_scenario or [])
         self.selected_features = [f.removeprefix("features/") for f in option.sc_feature or []]
         self.seed = (worker_input or {}).get("sc_seed") or option.sc_seed or int.from_bytes(os.urandom(4), "big")
+        self.selected_scenarios: set[str] = set()  # ids the selection kept (the controller's view)
+        self.strict = bool(option.sc_strict)
+        self.baseline = Baseline.load(option.sc_expected_failures) if option.sc_expected_failures else None
+        self.update_baseline = option.sc_update_baseline
 
     def provider_session(self) -> ProviderSession:
         if self.session is None:
@@ -189,6 +194,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--sc-rest", default=None, metavar="URL", help="base URL of a REST provider")
     group.addoption("--sc-profile", default=None, metavar="NAME|PATH", help="REST profile (default: forkd)")
     group.addoption("--sc-image", default=None, metavar="IMAGE", help="the image the REST provider runs from")
+    group.addoption("--sc-strict", action="store_true", default=False, help="SHOULD failures fail the run")
+    group.addoption("--sc-expected-failures", default=None, metavar="FILE", help="baseline of known failures")
+    group.addoption("--sc-update-baseline", default=None, metavar="FILE", help="write this run's failures there")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -325,6 +333,8 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         if wanted and state.tag_expression is not None:
             wanted = state.tag_expression.matches(info.tags.tag_set())
         (selected if wanted else deselected).append(item)
+        if wanted:
+            state.selected_scenarios.add(info.scenario_id)
     if deselected:
         config.hook.pytest_deselected(items=deselected)
         items[:] = selected
@@ -533,18 +543,40 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     leaked = (state.leaked - set(sweep.deleted)) | set(sweep.leaked)
     results = list(state.results.values())
     seen = {r.id for r in results}
-    for entry in scenario_catalogue.all_scenarios():
+    interrupted = exitstatus == pytest.ExitCode.INTERRUPTED or interrupts.INTERRUPTED.is_set()
+    catalogue = scenario_catalogue.all_scenarios()
+    for entry in catalogue:
         if entry.id not in seen:
-            results.append(entry.disabled_result())
+            result = entry.disabled_result()
+            if interrupted and entry.id in state.selected_scenarios:
+                result.message = "not reached: the run was interrupted"
+            results.append(result)
+    baseline_report = None
+    if state.baseline is not None:
+        known = {entry.id for entry in catalogue} | {entry.id.split("[", 1)[0] for entry in catalogue}
+        known |= set(requirements.load())
+        baseline_report = {"source": state.baseline.source, "entries": state.baseline.apply(results, known)}
+    if interrupted:
+        for result in results:
+            if result.outcome != "disabled" and "teardown" not in result.phases:
+                result.outcome = "error"
+                result.message = "the run was interrupted before this scenario finished"
     document = writer.write_reports(
         state.report_dir, results, provider=state.provider_info, run_id=state.run_id,
         started_at=state.started_at, unattributed=state.unattributed_violations,
         sandboxes={"created": len(state.created), "deleted": len(state.created) - len(state.leaked & set(state.created)),
                    "leaked": sorted(leaked), "swept": sorted(sweep.deleted)},
+        seed=state.seed, interrupted=interrupted, strict=state.strict, baseline=baseline_report,
     )
+    if state.update_baseline:
+        write_baseline(state.update_baseline, results, previous=state.baseline)
     config.stash[writer.DOCUMENT] = document
-    if exitstatus == pytest.ExitCode.OK and document["summary"]["failed"] + document["summary"]["errors"]:
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    # The verdict, not pytest's tally, decides: SHOULD failures only warn without --strict, and a run
+    # that verified nothing fails. Interruptions and usage errors keep pytest's own codes.
+    if interrupted:
+        session.exitstatus = pytest.ExitCode.INTERRUPTED
+    elif exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED):
+        session.exitstatus = pytest.ExitCode.OK if document["verdict"]["passed"] else pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

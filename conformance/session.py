@@ -8,8 +8,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from conformance.adapter import ProviderAdapter
-from conformance.errors import NotExpressible, ProviderCallError, ProviderViolation
+from conformance.adapter import ProviderAdapter, SandboxStatus
+from conformance.errors import CallTimeout, ProviderCallError, ProviderViolation
 from conformance.providers import ProviderConfig, open_provider, with_dialect
 
 
@@ -63,50 +63,89 @@ class ProviderSession:
     def cleanup(self, adapter: ProviderAdapter, owner: str) -> CleanupReport:
         """Delete every sandbox ``owner`` created through ``adapter`` and did not delete itself.
 
-        If the adapter's provider died, a restarted shared connection tries the delete instead.
+        If the adapter's provider died, a restarted shared connection tries the delete instead; if it
+        is wedged (took the delete and never answered), it is ended and a restarted one tries again.
         """
         report = CleanupReport(created=adapter.ledger.owned(owner))
         for sandbox_id in adapter.ledger.outstanding(owner):
-            target = adapter if adapter.alive else self._recovery_adapter()
-            if target is None:
-                report.leaked[sandbox_id] = "the provider is gone and could not be restarted"
-                continue
-            try:
-                target.delete(sandbox_id)
-            except (ProviderCallError, ProviderViolation) as exc:
-                report.leaked[sandbox_id] = str(exc)
-            else:
+            problem = self._delete(adapter, sandbox_id)
+            if problem is None:
                 adapter.ledger.record_deleted(sandbox_id)
                 report.deleted.append(sandbox_id)
+            else:
+                report.leaked[sandbox_id] = problem
         adapter.release(owner)
         return report
+
+    def _delete(self, adapter: ProviderAdapter, sandbox_id: str) -> str | None:
+        """Delete ``sandbox_id``, through ``adapter`` while its provider lives; None once it is deleted,
+        otherwise why it could not be."""
+        target = adapter if adapter.alive else self._recovery_adapter()
+        if target is None:
+            return "the provider is gone and could not be restarted"
+        try:
+            target.delete(sandbox_id)
+            return None
+        except ProviderCallError as exc:
+            return str(exc)
+        except ProviderViolation as exc:
+            if not isinstance(exc, CallTimeout) and target.alive:
+                return str(exc)  # it answered, though not as it should: a restart would not change that
+            first = exc
+        # The provider died during the delete, or never answered it: nothing more gets through this
+        # connection. End it (a shared one is restarted on its next use) and ask a restarted provider.
+        target.close()
+        retry = self._recovery_adapter()
+        if retry is None:
+            return f"{first}; the provider could not be restarted"
+        try:
+            retry.delete(sandbox_id)
+        except (ProviderCallError, ProviderViolation) as exc:
+            return f"{first}; after a restart: {exc}"
+        return None
 
     def _recovery_adapter(self) -> ProviderAdapter | None:
         try:
             return self.shared()
-        except Exception:
+        except Exception:  # noqa: BLE001 - whatever stops a restart, the caller reports the sandbox as leaked
             return None
 
-    def sweep(self) -> CleanupReport:
-        """Delete every sandbox that carries this run's label (the last line of defence)."""
+    def sweep(self, strict: bool = False) -> CleanupReport:
+        """Delete every sandbox that carries this run's label (the last line of defence).
+
+        Not ``strict`` (at the end of a run), a provider that cannot be reached or cannot list by label
+        sweeps nothing; ``strict`` (the sweep command) raises instead: ``ProviderStartError``,
+        ``NotExpressible``, or the listing's ``ProviderCallError``/``ProviderViolation``.
+        """
         report = CleanupReport()
-        adapter = self._recovery_adapter()
-        if adapter is None:
-            return report
         try:
-            stragglers = adapter.list(self.config.run_labels)
-        except (ProviderCallError, ProviderViolation, NotExpressible):
-            return report  # a dialect that cannot list by label relies on the per-scenario registry
+            adapter, stragglers = self.list_labelled()
+        except Exception:
+            if strict:
+                raise
+            # A dialect that cannot list by label, or a provider that cannot be restarted: the
+            # per-scenario registry is all there is, and the scenarios' reports name what leaked.
+            return report
         for status in stragglers:
             if status.state in ("deleted", "deleting"):
                 continue
-            try:
-                adapter.delete(status.id)
-            except (ProviderCallError, ProviderViolation) as exc:
-                report.leaked[status.id] = str(exc)
-            else:
+            problem = self._delete(adapter, status.id)
+            if problem is None:
                 report.deleted.append(status.id)
+            else:
+                report.leaked[status.id] = problem
         return report
+
+    def list_labelled(self) -> tuple[ProviderAdapter, list[SandboxStatus]]:
+        """The sandboxes carrying this run's label, and the connection that listed them; a wedged
+        provider is ended and a restarted one asked."""
+        adapter = self.shared()
+        try:
+            return adapter, adapter.list(self.config.run_labels)
+        except CallTimeout:
+            adapter.close()
+            adapter = self.shared()
+            return adapter, adapter.list(self.config.run_labels)
 
     def close(self) -> None:
         with self._lock:

@@ -52,7 +52,10 @@ def _docker_provider(entry: dict, request: pytest.FixtureRequest) -> list[str] |
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e["name"] for e in ENTRIES])
 def test_each_variant_fails_and_passes_exactly_its_scenarios(entry, suite, request, tmp_path) -> None:
     features = sorted({SCENARIOS[sid].feature for sid in _named(entry)})
-    selection = [argument for feature in features for argument in ("--feature", feature)]
+    # --strict: a SHOULD scenario a mutant breaks must fail the run too.
+    selection = ["--strict", *(argument for feature in features for argument in ("--feature", feature))]
+    if "call_timeout" in entry:  # a mutant that never answers costs this deadline, not the default 30 s
+        selection += ["--call-timeout", str(entry["call_timeout"])]
     with contextlib.ExitStack() as stack:
         if entry.get("transport") == "rest":
             # The reference REST server's mutant, always stopped; the suite gets its token in the environment.

@@ -6,6 +6,9 @@ supplies, records every frame for the active transcript, and keeps wire violatio
 
 from __future__ import annotations
 
+import concurrent.futures
+import contextlib
+
 import itertools
 import json
 import queue
@@ -214,7 +217,8 @@ class JsonRpcConnection:
         except (BrokenPipeError, OSError):
             if call is not None:
                 self.forget(call.id)
-                call.future.set_exception(self._crash_error(f"{call.method} could not be sent"))
+                # The reader may have failed the call already, having seen stdout close first.
+                _fail_once(call, self._crash_error(f"{call.method} could not be sent"))
             else:
                 raise self._crash_error("a notification could not be sent") from None
 
@@ -350,10 +354,7 @@ class JsonRpcConnection:
         if pending:
             error = self._crash_error("the provider's stdout closed")
             for call in pending:
-                if not call.future.done():
-                    call.future.set_exception(
-                        ProviderCrashed(f"{error} while {call.method} (id {call.id}) was outstanding")
-                    )
+                _fail_once(call, ProviderCrashed(f"{error} while {call.method} (id {call.id}) was outstanding"))
 
     def _crash_error(self, what: str) -> ProviderCrashed:
         code = self.transport.wait_exit(0.5)
@@ -409,3 +410,9 @@ class JsonRpcRaw:
 
     def wait_exit(self, timeout_s: float) -> int | None:
         return self.connection.transport.wait_exit(timeout_s)
+
+
+def _fail_once(call: PendingCall, error: BaseException) -> None:
+    """Fail a pending call unless it is settled already (a sender and the reader can race to it)."""
+    with contextlib.suppress(concurrent.futures.InvalidStateError):
+        call.future.set_exception(error)

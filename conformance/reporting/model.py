@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-OUTCOMES = ("passed", "failed", "error", "skipped", "disabled")
+# xfail and xpass are never reported by a phase: the baseline turns failed into xfail and passed into
+# xpass once the run is over (conformance/reporting/baseline.py).
+OUTCOMES = ("passed", "failed", "error", "skipped", "disabled", "xfail", "xpass")
 # When phases disagree, the worse outcome wins.
 _SEVERITY = {"passed": 0, "disabled": 1, "skipped": 2, "failed": 3, "error": 4}
 
@@ -30,6 +32,8 @@ class ScenarioResult:
     reproduce: str | None = None
     requirement_texts: dict[str, str] = field(default_factory=dict)
     findings: dict[str, dict[str, str]] = field(default_factory=dict)
+    outcomes: list[str] = field(default_factory=list)  # --repeat: each repetition's outcome, in order
+    phases: set[str] = field(default_factory=set)  # which of setup/call/teardown reported (not written out)
 
     @property
     def capability(self) -> str | None:
@@ -37,6 +41,7 @@ class ScenarioResult:
 
     def absorb(self, phase: str, payload: dict[str, Any]) -> None:
         """Fold one phase's report into the scenario's outcome."""
+        self.phases.add(phase)
         self.duration_s = round(self.duration_s + float(payload.get("duration_s", 0.0)), 3)
         self.findings.update(payload.get("findings") or {})
         outcome = payload.get("outcome", "passed")
@@ -59,10 +64,13 @@ class ScenarioResult:
 
     def to_dict(self, include_diagnostics: bool) -> dict[str, Any]:
         data = asdict(self)
+        data.pop("phases")
         data["capability"] = self.capability
         if not include_diagnostics:
             for key in ("transcript", "transcript_omitted", "stderr", "requirement_texts"):
                 data.pop(key)
+        if not self.outcomes:
+            data.pop("outcomes")
         return data
 
 
@@ -78,4 +86,6 @@ def summarize(results: list[ScenarioResult]) -> dict[str, int]:
         "errors": counts["error"],
         "skipped": counts["skipped"],
         "disabled": counts["disabled"],
+        "xfailed": counts["xfail"],
+        "xpassed": counts["xpass"],
     }

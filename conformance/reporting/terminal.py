@@ -10,7 +10,12 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-_STYLE = {"passed": "green", "failed": "bold red", "error": "bold magenta", "skipped": "yellow", "disabled": "dim"}
+_STYLE = {"passed": "green", "failed": "bold red", "error": "bold magenta", "skipped": "yellow", "disabled": "dim",
+          "xfail": "cyan", "xpass": "bold red"}
+# Summary columns: (title, key in summary, outcome key in per-level counts)
+_COLUMNS = (("passed", "passed", "passed"), ("failed", "failed", "failed"), ("errors", "errors", "error"),
+            ("skipped", "skipped", "skipped"), ("disabled", "disabled", "disabled"), ("xfail", "xfailed", "xfail"),
+            ("xpass", "xpassed", "xpass"))
 TRANSCRIPT_LINES = 40
 
 
@@ -21,6 +26,10 @@ def render_summary(document: dict[str, Any], width: int = 110, color: bool = Fal
     console.rule(f"sandbox-conformance {document['suite']['version']} · {provider.get('kind')} "
                  f"{provider.get('version')} · {provider.get('dialect')} over {provider.get('transport')}")
     for scenario in document["scenarios"]:
+        if scenario["outcome"] == "xpass":
+            console.print(Text(f"XPASS {scenario['id']}", style=_STYLE["xpass"]),
+                          Text(f"  {scenario.get('message') or ''}"), soft_wrap=True)
+            continue
         if scenario["outcome"] not in ("failed", "error"):
             continue
         console.print(Text(f"{scenario['outcome'].upper()} {scenario['id']}", style=_STYLE[scenario["outcome"]]),
@@ -47,10 +56,15 @@ def render_summary(document: dict[str, Any], width: int = 110, color: bool = Fal
         console.print(f"  reproduce: {scenario.get('reproduce')}", markup=False, soft_wrap=True)
         console.print()
     table = Table(show_header=True, header_style="bold")
-    for column in ("passed", "failed", "errors", "skipped", "disabled", "total"):
-        table.add_column(column, justify="right")
+    table.add_column("level")
+    for title, _, _ in _COLUMNS:
+        table.add_column(title, justify="right")
+    table.add_column("total", justify="right")
     summary = document["summary"]
-    table.add_row(*(str(summary[c]) for c in ("passed", "failed", "errors", "skipped", "disabled", "total")))
+    for level, counts in (summary.get("levels") or {}).items():
+        if sum(counts.values()):
+            table.add_row(level.upper(), *(str(counts.get(key, 0)) for _, _, key in _COLUMNS), str(sum(counts.values())))
+    table.add_row("all", *(str(summary[key]) for _, key, _ in _COLUMNS), str(summary["total"]), style="bold")
     console.print(table)
     for gap_id, gap in (document.get("gaps") or {}).items():
         style = {"violated": "bold red", "supported": "green", "refused": "cyan"}.get(gap["status"], "dim")
@@ -60,6 +74,20 @@ def render_summary(document: dict[str, Any], width: int = 110, color: bool = Fal
                   f"{len(sandboxes['leaked'])} leaked")
     for violation in document.get("wire_violations_outside_scenarios") or []:
         console.print(f"wire violation outside any scenario: {violation}", markup=False)
+    for flaky in document.get("flaky") or []:
+        console.print(f"flaky: {flaky['id']} ({' → '.join(flaky['outcomes'])})", markup=False)
+    run = document["run"]
+    console.print(f"seed {run['seed']} (replay with --seed {run['seed']})", markup=False)
+    verdict = document.get("verdict")
+    if verdict is not None:
+        for warning in verdict["warnings"]:
+            console.print(Text("warning: ", style="yellow"), Text(warning), soft_wrap=True)
+        if verdict["passed"]:
+            console.print(Text("verdict: PASS", style="bold green"))
+        else:
+            console.print(Text("verdict: FAIL", style="bold red"))
+            for reason in verdict["reasons"]:
+                console.print(f"  - {reason}", markup=False, soft_wrap=True)
     return buffer.getvalue()
 
 

@@ -15,6 +15,7 @@ from conformance import __version__, schemas
 from conformance.errors import HarnessError
 from conformance.reporting.gaps import gap_section
 from conformance.reporting.model import ScenarioResult, summarize
+from conformance.reporting.verdict import decide, level_counts
 
 DOCUMENT = pytest.StashKey[dict]()
 RESULTS_SCHEMA = schemas.SCHEMA_BASE + "report/results.json"
@@ -27,10 +28,15 @@ def build_document(
     started_at: float,
     unattributed: list[str],
     sandboxes: dict[str, Any],
+    seed: int,
+    interrupted: bool = False,
+    strict: bool = False,
+    repeat: int = 1,
+    baseline: dict[str, Any] | None = None,
+    flaky: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    order = {"error": 0, "failed": 1, "skipped": 2, "passed": 3, "disabled": 4}
     results = sorted(results, key=lambda r: (r.feature, r.id))
-    return {
+    document = {
         "schema_version": 1,
         "suite": {"name": "sandbox-conformance", "version": __version__},
         "run": {
@@ -38,19 +44,41 @@ def build_document(
             "started_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started_at)),
             "duration_s": round(time.time() - started_at, 3),
             "python": platform.python_version(),
+            "seed": seed,
+            "interrupted": interrupted,
+            "repeat": repeat,
+            "strict": strict,
         },
         "provider": provider,
         "summary": summarize(results),
         "sandboxes": sandboxes,
         "wire_violations_outside_scenarios": unattributed,
         "gaps": gap_section(results),
-        "scenarios": [r.to_dict(include_diagnostics=r.outcome in ("failed", "error")) for r in results],
-        "failures": [r.id for r in sorted(results, key=lambda r: order[r.outcome]) if r.outcome in ("failed", "error")],
+        "baseline": baseline,
+        "flaky": flaky or [],
+        "scenarios": [r.to_dict(include_diagnostics=r.outcome in DIAGNOSED) for r in results],
     }
+    return finish_document(document)
 
 
-def write_reports(report_dir: Path, results: list[ScenarioResult], **kwargs: Any) -> dict[str, Any]:
-    document = build_document(results, **kwargs)
+# Outcomes whose scenario carries the full diagnostics (transcript, stderr, requirement texts).
+DIAGNOSED = ("failed", "error", "xfail")
+_FAILURE_ORDER = {"error": 0, "failed": 1, "xpass": 2}
+
+
+def finish_document(document: dict[str, Any]) -> dict[str, Any]:
+    """Derive what follows from the scenarios: per-level counts, the failure list, the verdict."""
+    scenarios = document["scenarios"]
+    document["summary"]["levels"] = level_counts(scenarios)
+    document["failures"] = [s["id"] for s in sorted(scenarios, key=lambda s: _FAILURE_ORDER.get(s["outcome"], 9))
+                            if s["outcome"] in _FAILURE_ORDER]
+    run = document["run"]
+    document["verdict"] = decide(document, strict=run.get("strict", False),
+                                 interrupted=run.get("interrupted", False)).as_dict()
+    return document
+
+
+def write_document(report_dir: Path, document: dict[str, Any]) -> dict[str, Any]:
     problems = schemas.problems(RESULTS_SCHEMA, document)
     if problems:
         raise HarnessError(f"results.json would violate its own schema {problems[0]}")
@@ -60,12 +88,17 @@ def write_reports(report_dir: Path, results: list[ScenarioResult], **kwargs: Any
     return document
 
 
+def write_reports(report_dir: Path, results: list[ScenarioResult], **kwargs: Any) -> dict[str, Any]:
+    return write_document(report_dir, build_document(results, **kwargs))
+
+
 def write_junit(path: Path, document: dict[str, Any]) -> None:
     summary = document["summary"]
     suite = ET.Element("testsuite", {
         "name": f"sandbox-conformance ({document['provider'].get('kind', '?')})",
-        "tests": str(summary["total"]), "failures": str(summary["failed"]), "errors": str(summary["errors"]),
-        "skipped": str(summary["skipped"] + summary["disabled"]), "time": str(document["run"]["duration_s"]),
+        "tests": str(summary["total"]), "failures": str(summary["failed"] + summary["xpassed"]),
+        "errors": str(summary["errors"]), "skipped": str(summary["skipped"] + summary["disabled"] + summary["xfailed"]),
+        "time": str(document["run"]["duration_s"]),
     })
     properties = ET.SubElement(suite, "properties")
     for key in ("kind", "version", "dialect", "transport"):
@@ -79,9 +112,14 @@ def write_junit(path: Path, document: dict[str, Any]) -> None:
         for requirement in scenario["requirements"]:
             ET.SubElement(case_props, "property", {"name": "requirement", "value": requirement})
         ET.SubElement(case_props, "property", {"name": "level", "value": scenario["level"] or ""})
+        ET.SubElement(case_props, "property", {"name": "outcome", "value": scenario["outcome"]})
         message = scenario.get("message") or ""
         outcome = scenario["outcome"]
-        if outcome in ("failed", "error"):
+        if outcome == "xpass":  # a stale baseline fails the run, so CI shows it as a failure
+            ET.SubElement(case, "failure", {"message": message or "xpass"}).text = message
+        elif outcome == "xfail":
+            ET.SubElement(case, "skipped", {"message": f"xfail: {message.splitlines()[0] if message else ''}"})
+        elif outcome in ("failed", "error"):
             element = ET.SubElement(case, "failure" if outcome == "failed" else "error", {"message": message.splitlines()[0] if message else outcome})
             body = [message, "", f"reproduce: {scenario.get('reproduce') or ''}"]
             if scenario.get("transcript"):

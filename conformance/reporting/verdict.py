@@ -1,0 +1,85 @@
+"""The run's verdict: whether it passes, and every reason it does not, in one line each.
+
+A MUST violation fails the run; a SHOULD violation is a warning unless ``--strict``; a MAY violation is
+information. Errors, stale baselines (``xpass``, entries naming nothing), flaky scenarios and an
+interruption fail the run, and so does a run that verified nothing (no scenario selected, or every
+selected scenario skipped): a conformance run must never go green by not looking.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+LEVELS = ("must", "should", "may")
+
+
+@dataclass
+class Verdict:
+    passed: bool
+    reasons: list[str] = field(default_factory=list)  # why the run fails
+    warnings: list[str] = field(default_factory=list)  # what a reader should know even when it passes
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"passed": self.passed, "reasons": self.reasons, "warnings": self.warnings}
+
+
+def level_counts(scenarios: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
+    """Outcomes counted per requirement level."""
+    counts: dict[str, Counter[str]] = {level: Counter() for level in LEVELS}
+    for scenario in scenarios:
+        counts.setdefault(scenario["level"] or "must", Counter())[scenario["outcome"]] += 1
+    return {level: dict(sorted(counter.items())) for level, counter in counts.items()}
+
+
+def _ids(scenarios: list[dict[str, Any]]) -> str:
+    shown = ", ".join(s["id"] for s in scenarios[:5])
+    return shown + (f" and {len(scenarios) - 5} more" if len(scenarios) > 5 else "")
+
+
+def decide(document: dict[str, Any], strict: bool = False, interrupted: bool = False) -> Verdict:
+    scenarios = document["scenarios"]
+    verdict = Verdict(passed=True)
+
+    def failing(level: str) -> list[dict[str, Any]]:
+        return [s for s in scenarios if s["outcome"] == "failed" and (s["level"] or "must") == level]
+
+    if failing("must"):
+        verdict.reasons.append(f"{len(failing('must'))} MUST scenario(s) failed: {_ids(failing('must'))}")
+    for level, label in (("should", "SHOULD"), ("may", "MAY")):
+        found = failing(level)
+        if not found:
+            continue
+        line = f"{len(found)} {label} scenario(s) failed: {_ids(found)}"
+        if level == "should" and strict:
+            verdict.reasons.append(line + " (--strict)")
+        else:
+            verdict.warnings.append(line + (" (a warning; --strict fails the run)" if level == "should"
+                                             else " (informational)"))
+    errors = [s for s in scenarios if s["outcome"] == "error"]
+    if errors:
+        verdict.reasons.append(f"{len(errors)} scenario(s) could not be checked (the suite or its "
+                               f"environment broke): {_ids(errors)}")
+    xpass = [s for s in scenarios if s["outcome"] == "xpass"]
+    if xpass:
+        verdict.reasons.append(f"{len(xpass)} baselined failure(s) now pass, so the baseline is stale: {_ids(xpass)}")
+    for entry in (document.get("baseline") or {}).get("entries", []):
+        if entry["status"] == "names nothing":
+            verdict.reasons.append(f"the baseline entry {entry['id']} names no scenario or requirement of this suite")
+    flaky = document.get("flaky") or []
+    if flaky:
+        verdict.reasons.append(f"{len(flaky)} scenario(s) changed outcome between repeats: "
+                               f"{', '.join(f['id'] for f in flaky[:5])}")
+    selected = [s for s in scenarios if s["outcome"] != "disabled"]
+    if not selected:
+        verdict.reasons.append("no scenario was selected: nothing was verified")
+    elif all(s["outcome"] == "skipped" for s in selected):
+        verdict.reasons.append("every selected scenario was skipped: nothing was verified")
+    leaked = (document.get("sandboxes") or {}).get("leaked") or []
+    if leaked:
+        verdict.reasons.append(f"{len(leaked)} sandbox(es) could not be deleted: {', '.join(leaked[:5])}")
+    if interrupted:
+        verdict.reasons.append("the run was interrupted: its results are incomplete")
+    verdict.passed = not verdict.reasons
+    return verdict

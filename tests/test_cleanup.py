@@ -1,0 +1,318 @@
+"""The suite never leaks a sandbox: on a green run, a failing run, a call that never gets an answer, a
+plugin that freezes or dies mid-run, and Ctrl-C. And ``sandbox-conformance sweep`` deletes what a run
+that was killed outright left behind.
+
+The proof does not trust results.json: the reference plugin keeps its sandboxes in a registry
+directory (``SANDBOX_CONFORMANCE_HOST_REGISTRY``) that outlives every plugin process, and each test
+counts the records there that carry its run's label. A record whose state is not ``deleted`` is a
+sandbox still alive.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conformance.adapter import SandboxRequest
+from conformance.providers import ProviderConfig, open_provider
+from tests.helpers import REPO, SuiteRun, plugin_command, run_cli
+from tests.test_rest import rest_server
+
+REGISTRY_ENV = "SANDBOX_CONFORMANCE_HOST_REGISTRY"
+RUN_LABEL = "sandbox-conformance.run"
+SHORT_CALL_TIMEOUT = "2"  # seconds: a hanging call costs this much, not the default 30
+LIVE_WAIT_S = 60.0
+
+
+# -- counting sandboxes in the registry ---------------------------------------------------------
+
+
+def records(registry: Path, run_id: str) -> list[dict[str, Any]]:
+    """Every sandbox record of the run, as the reference backend keeps it."""
+    found = []
+    for path in registry.glob("*/record.json"):
+        try:
+            record = json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            continue  # being replaced at this very moment
+        if record.get("labels", {}).get(RUN_LABEL) == run_id:
+            found.append(record)
+    return found
+
+
+def live(registry: Path, run_id: str) -> list[str]:
+    return sorted(r["id"] for r in records(registry, run_id) if r["state"] != "deleted")
+
+
+def run_suite(tmp_path: Path, run_id: str, *args: str, mutant: str | None = None) -> SuiteRun:
+    plugin = plugin_command("--mutant", mutant) if mutant else plugin_command()
+    return run_cli("run", "--plugin", plugin, "--env", f"{REGISTRY_ENV}={tmp_path / 'registry'}",
+                   "--run-id", run_id, *args, report_dir=tmp_path / "reports", timeout=300)
+
+
+def assert_nothing_leaked(run: SuiteRun, registry: Path, run_id: str, swept: int = 0) -> dict[str, Any]:
+    """No sandbox of the run is alive, results.json reports no leak, and every sandbox the registry
+    holds for the run is counted: created by a scenario, or (``swept``) found by the run label only."""
+    created = records(registry, run_id)
+    assert created, f"the run created no sandbox at all\n{run.stdout[-2000:]}{run.stderr[-2000:]}"
+    assert live(registry, run_id) == [], f"sandboxes still alive after the run:\n{run.stdout[-3000:]}"
+    accounts = run.results["sandboxes"]
+    assert accounts["leaked"] == [], accounts
+    assert len(accounts["swept"]) == swept, accounts
+    assert accounts["created"] + swept == len(created), (accounts, len(created))
+    assert set(accounts["swept"]) <= {r["id"] for r in created}, accounts
+    return accounts
+
+
+@pytest.fixture
+def run_id() -> str:
+    return f"cleanup-{uuid.uuid4().hex[:12]}"
+
+
+# -- the five proofs ----------------------------------------------------------------------------
+
+
+def test_a_green_run_deletes_every_sandbox(tmp_path: Path, run_id: str) -> None:
+    run = run_suite(tmp_path, run_id, "--feature", "exec.feature", "--feature", "delete.feature")
+    assert run.exit_code == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    accounts = assert_nothing_leaked(run, tmp_path / "registry", run_id)
+    assert accounts["deleted"] == accounts["created"]
+
+
+def test_a_run_with_failures_deletes_every_sandbox(tmp_path: Path, run_id: str) -> None:
+    # A scenario whose assertion fails while its sandbox is alive, among scenarios that pass.
+    run = run_suite(tmp_path, run_id, "--scenario", "exec-bash-contract", "--scenario", "exec-env",
+                    mutant="exec-login-shell")
+    assert run.exit_code == 1, run.stdout[-3000:] + run.stderr[-2000:]
+    assert run.with_outcome("failed") == {"exec-bash-contract[not-a-login-shell]"}, run.outcomes()
+    assert_nothing_leaked(run, tmp_path / "registry", run_id)
+
+
+@pytest.mark.parametrize("mutant", ["timed-out-exec-never-answered", "timed-out-exec-freezes-plugin"])
+def test_a_call_that_never_gets_an_answer_leaks_nothing(tmp_path: Path, run_id: str, mutant: str) -> None:
+    # The exec of exec-timeout is never answered; the frozen plugin does not even read the delete that
+    # follows, so the suite ends it and deletes through a restarted plugin, which then serves the next
+    # scenario as if nothing had happened.
+    run = run_suite(tmp_path, run_id, "--scenario", "exec-timeout", "--scenario", "exec-relative-working-dir",
+                    "--call-timeout", SHORT_CALL_TIMEOUT, mutant=mutant)
+    assert run.exit_code == 1, run.stdout[-3000:] + run.stderr[-2000:]
+    assert run.outcomes()["exec-timeout"] == "failed"
+    assert "got no answer" in next(s["message"] for s in run.results["scenarios"] if s["id"] == "exec-timeout")
+    assert run.outcomes()["exec-relative-working-dir"] == "passed", run.outcomes()
+    assert_nothing_leaked(run, tmp_path / "registry", run_id)
+
+
+def test_a_plugin_that_dies_mid_scenario_leaks_nothing(tmp_path: Path, run_id: str) -> None:
+    # The plugin exits while exec-foreign-signal's sandbox is alive; a restarted plugin deletes it.
+    run = run_suite(tmp_path, run_id, "--scenario", "exec-env", "--scenario", "exec-foreign-signal",
+                    "--scenario", "exec-relative-working-dir", mutant="signalled-exec-crashes-plugin")
+    assert run.exit_code == 1, run.stdout[-3000:] + run.stderr[-2000:]
+    assert run.with_outcome("failed") == {"exec-foreign-signal"}, run.outcomes()
+    assert run.with_outcome("passed") == {"exec-env", "exec-relative-working-dir"}, run.outcomes()
+    assert_nothing_leaked(run, tmp_path / "registry", run_id)
+
+
+def test_a_plugin_that_dies_before_answering_a_create_leaks_nothing(tmp_path: Path, run_id: str) -> None:
+    # The suite never learns that sandbox's id: only the sweep by run label at the end finds it.
+    run = run_suite(tmp_path, run_id, "--scenario", "create-with-name", "--scenario", "create-describe-delete",
+                    mutant="named-create-crashes-unanswered")
+    assert run.exit_code == 1, run.stdout[-3000:] + run.stderr[-2000:]
+    assert run.with_outcome("failed") == {"create-with-name"}, run.outcomes()
+    accounts = assert_nothing_leaked(run, tmp_path / "registry", run_id, swept=1)
+    (named,) = [r for r in records(tmp_path / "registry", run_id) if r["name"]]
+    assert accounts["swept"] == [named["id"]]
+
+
+# The CLI as `python -m conformance.cli` runs it, with Ctrl-C raising KeyboardInterrupt even where this
+# test itself runs with SIGINT ignored (a background job), which the child would otherwise inherit.
+CLI_WITH_CTRL_C = ("import signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+                   "from conformance.cli import main; sys.exit(main(sys.argv[1:]))")
+
+
+def test_a_plugin_that_dies_for_good_has_its_leak_reported_and_swept_later(tmp_path: Path, run_id: str) -> None:
+    # The plugin dies mid-scenario and refuses to start again (after the preflight and the shared
+    # connection): the suite cannot delete the sandbox, so it says so, and `sweep` removes it later.
+    registry = tmp_path / "registry"
+    starts = tmp_path / "starts"
+    script = (f'n=0; [ -e {starts} ] && read -r n < {starts}; n=$((n + 1)); echo "$n" > {starts}; '
+              f'[ "$n" -gt 2 ] && {{ echo "refusing to start again" >&2; exit 3; }}; '
+              f'exec {plugin_command("--mutant", "signalled-exec-crashes-plugin")}')
+    plugin = shlex.join([shutil.which("bash") or "/bin/bash", "-c", script])
+    run = run_cli("run", "--plugin", plugin, "--env", f"{REGISTRY_ENV}={registry}", "--run-id", run_id,
+                  "--scenario", "exec-foreign-signal", report_dir=tmp_path / "reports", timeout=120)
+    assert run.exit_code == 1, run.stdout[-3000:] + run.stderr[-2000:]
+    (alive,) = live(registry, run_id)
+    accounts = run.results["sandboxes"]
+    assert accounts["leaked"] == [alive] and accounts["created"] == 1, accounts
+    failure = next(s for s in run.results["scenarios"] if s["id"] == "exec-foreign-signal")
+    assert failure["outcome"] == "failed"
+
+    swept = sweep(registry, run_id)
+    assert swept.exit_code == 0, swept.stdout + swept.stderr
+    assert swept.stdout.splitlines()[0] == f"deleted {alive}"
+    assert live(registry, run_id) == []
+
+
+def _start_suite(tmp_path: Path, run_id: str, *args: str, mutant: str | None = None) -> subprocess.Popen[str]:
+    plugin = plugin_command("--mutant", mutant) if mutant else plugin_command()
+    command = [sys.executable, "-c", CLI_WITH_CTRL_C, "run", "--plugin", plugin,
+               "--env", f"{REGISTRY_ENV}={tmp_path / 'registry'}", "--run-id", run_id,
+               "--report-dir", str(tmp_path / "reports"), *args]
+    # Its own session, so the signal reaches the suite's process group as Ctrl-C in a terminal would.
+    return subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+
+
+def _wait_for_a_live_sandbox(process: subprocess.Popen[str], registry: Path, run_id: str) -> None:
+    deadline = time.monotonic() + LIVE_WAIT_S
+    while not live(registry, run_id):
+        if process.poll() is not None:
+            out, err = process.communicate()
+            raise AssertionError(f"the suite ended (exit {process.returncode}) before creating a sandbox\n{out}{err}")
+        if time.monotonic() > deadline:
+            os.killpg(process.pid, signal.SIGKILL)
+            raise AssertionError(f"no live sandbox within {LIVE_WAIT_S:.0f} s")
+        time.sleep(0.01)
+
+
+@pytest.mark.parametrize("moment", ["first-sandbox", "hung-call", "twice", "sigterm"])
+def test_ctrl_c_leaks_nothing(tmp_path: Path, run_id: str, moment: str) -> None:
+    registry = tmp_path / "registry"
+    if moment in ("twice", "sigterm"):  # an impatient second Ctrl-C lands in the cleanup; a CI runner's SIGTERM
+        process = _start_suite(tmp_path, run_id, "--feature", "exec.feature", "--feature", "fs.feature",
+                               "--feature", "lifecycle.feature")
+        _wait_for_a_live_sandbox(process, registry, run_id)
+    elif moment == "first-sandbox":  # the instant the first sandbox exists, wherever the suite is
+        # More scenarios than it will reach: the signal must land mid-run even on a busy machine.
+        process = _start_suite(tmp_path, run_id, "--feature", "exec.feature", "--feature", "fs.feature",
+                               "--feature", "lifecycle.feature")
+        _wait_for_a_live_sandbox(process, registry, run_id)
+    else:  # while the suite waits (up to 60 s) for an exec/run answer that never comes
+        process = _start_suite(tmp_path, run_id, "--scenario", "exec-timeout", "--call-timeout", "60",
+                               mutant="timed-out-exec-never-answered")
+        _wait_for_a_live_sandbox(process, registry, run_id)
+        time.sleep(1.5)  # the command's 1 s timeout has passed: the plugin now sits on the answer
+    os.killpg(process.pid, signal.SIGTERM if moment == "sigterm" else signal.SIGINT)
+    if moment == "twice":
+        time.sleep(0.05)
+        os.killpg(process.pid, signal.SIGINT)
+    try:
+        out, err = process.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        raise
+    assert process.returncode == 1, out[-3000:] + err[-2000:]
+    assert "interrupted" in err, err[-2000:]
+    assert records(registry, run_id)
+    assert live(registry, run_id) == [], out[-3000:] + err[-2000:]
+    accounts = json.loads((tmp_path / "reports" / "results.json").read_text())["sandboxes"]
+    assert accounts["leaked"] == [], accounts
+    # The interrupted scenario's own cleanup runs when pytest ends the session; its sandbox is deleted
+    # but counted only if the scenario's teardown was reported, so created may fall short by it.
+    assert accounts["created"] + len(accounts["swept"]) <= len(records(registry, run_id))
+
+
+# -- sandbox-conformance sweep ------------------------------------------------------------------
+
+
+def _create_labelled(registry: Path, run_id: str, count: int) -> list[str]:
+    """Sandboxes labelled for ``run_id``, created through the reference plugin and left alive."""
+    config = ProviderConfig(plugin=plugin_command(), env={REGISTRY_ENV: str(registry)}, run_id=run_id)
+    adapter = open_provider(config)
+    try:
+        return [adapter.create(SandboxRequest()).id for _ in range(count)]
+    finally:
+        adapter.close()
+
+
+def sweep(registry: Path, run_id: str, *args: str) -> SuiteRun:
+    return run_cli("sweep", "--run-id", run_id, "--plugin", plugin_command(),
+                   "--env", f"{REGISTRY_ENV}={registry}", *args, timeout=120)
+
+
+def test_sweep_deletes_a_past_runs_sandboxes_and_only_those(tmp_path: Path, run_id: str) -> None:
+    registry = tmp_path / "registry"
+    ours = _create_labelled(registry, run_id, 3)
+    theirs = _create_labelled(registry, f"{run_id}-other", 1)
+    assert live(registry, run_id) == sorted(ours)
+
+    first = sweep(registry, run_id)
+    assert first.exit_code == 0, first.stdout + first.stderr
+    lines = first.stdout.splitlines()
+    assert sorted(lines[:-1]) == sorted(f"deleted {sid}" for sid in ours)
+    assert lines[-1] == f"swept {RUN_LABEL}={run_id}: 3 deleted, 0 left"
+    assert live(registry, run_id) == []
+    assert live(registry, f"{run_id}-other") == theirs  # another run's sandbox is none of its business
+
+    second = sweep(registry, run_id)
+    assert second.exit_code == 0, second.stdout + second.stderr
+    assert second.stdout.splitlines() == [f"swept {RUN_LABEL}={run_id}: nothing to delete"]
+
+
+def test_sweep_cleans_up_after_a_run_killed_outright(tmp_path: Path, run_id: str) -> None:
+    # SIGKILL leaves the suite no chance to clean up: the sandbox alive at that moment stays alive.
+    registry = tmp_path / "registry"
+    process = _start_suite(tmp_path, run_id, "--scenario", "exec-timeout", "--call-timeout", "60",
+                           mutant="timed-out-exec-never-answered")
+    _wait_for_a_live_sandbox(process, registry, run_id)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.communicate(timeout=30)
+    left = live(registry, run_id)
+    assert left, "the killed run should have left its sandbox behind"
+
+    swept = sweep(registry, run_id)
+    assert swept.exit_code == 0, swept.stdout + swept.stderr
+    assert swept.stdout.splitlines()[:-1] == [f"deleted {sid}" for sid in left]
+    assert live(registry, run_id) == []
+
+
+def test_sweep_names_what_it_could_not_delete(tmp_path: Path, run_id: str) -> None:
+    registry = tmp_path / "registry"
+    stuck, fine = _create_labelled(registry, run_id, 2)
+    # The backend writes a record through <id>/record.tmp: a directory there makes its delete fail.
+    (registry / stuck / "record.tmp").mkdir()
+    result = sweep(registry, run_id)
+    assert result.exit_code == 1, result.stdout + result.stderr
+    lines = result.stdout.splitlines()
+    assert f"deleted {fine}" in lines
+    assert any(line.startswith(f"not deleted {stuck}: ") for line in lines), lines
+    assert lines[-1] == f"swept {RUN_LABEL}={run_id}: 1 deleted, 1 left"
+    assert live(registry, run_id) == [stuck]
+
+
+@pytest.mark.parametrize("args, says", [
+    ([], "the following arguments are required: --run-id"),
+    (["--run-id", " "], "--run-id is empty"),
+    (["--run-id", "r", "--plugin", "/nonexistent/plugin"], "/nonexistent/plugin"),
+    (["--run-id", "r", "--plugin", "true"], "did not complete the handshake"),
+    (["--run-id", "r", "--env", "NOT-A-PAIR"], "--env expects NAME=VALUE"),
+    (["--run-id", "r", "--profile", "forkd"], "--profile applies to REST providers only"),
+    (["--run-id", "r", "--rest", "http://127.0.0.1:1", "--plugin", "x"], "mutually exclusive"),
+    (["--run-id", "r", "--dialect", "fabro-sketch",
+      "--plugin", plugin_command("--dialect", "fabro-sketch")], "cannot be swept"),
+])
+def test_sweep_bad_input_is_one_line_and_exit_2(args: list[str], says: str) -> None:
+    result = run_cli("sweep", *args, timeout=60)
+    assert result.exit_code == 2, result.stdout + result.stderr
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("sandbox-conformance: error: ") and says in lines[0], lines
+
+
+def test_sweep_refuses_a_rest_provider_that_cannot_list_by_label(tmp_path: Path) -> None:
+    with rest_server(tmp_path) as server:
+        result = run_cli("sweep", "--run-id", "r", "--rest", server.url, env=server.env(), timeout=60)
+    assert result.exit_code == 2, result.stdout + result.stderr
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and "cannot be swept" in lines[0] and "labels" in lines[0], lines
