@@ -28,7 +28,8 @@ def merge(documents: list[dict[str, Any]]) -> dict[str, Any]:
     for scenario_id, runs in by_id.items():
         outcomes = [run["outcome"] for run in runs]
         worst = max(runs, key=lambda run: _RANK[run["outcome"]])
-        scenarios.append({**worst, "outcomes": outcomes})
+        # A scenario no repetition selected has nothing to tell per repetition.
+        scenarios.append(worst if set(outcomes) == {"disabled"} else {**worst, "outcomes": outcomes})
         if len(set(outcomes)) > 1:
             flaky.append({"id": scenario_id, "outcomes": outcomes})
     merged["scenarios"] = scenarios
