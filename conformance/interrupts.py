@@ -20,12 +20,17 @@ from types import FrameType
 INTERRUPTED = threading.Event()
 _SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _count = 0
+_shielded = 0  # > 0 while the report is written: a signal is noted, never raised
 
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:
     global _count
     _count += 1
     INTERRUPTED.set()
+    if _shielded:
+        print("sandbox-conformance: interrupted; finishing the cleanup and the report first", file=sys.stderr,
+              flush=True)
+        return
     if _count == 2:
         print("sandbox-conformance: cleaning up the run's sandboxes; interrupt again to abandon the cleanup "
               "(then `sandbox-conformance sweep --run-id ...` removes what is left)", file=sys.stderr, flush=True)
@@ -47,3 +52,15 @@ def trapped() -> Iterator[None]:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+@contextmanager
+def shielded() -> Iterator[None]:
+    """While the block runs (the end-of-run sweep and report), signals are noted but do not interrupt:
+    an interrupted run still gets its results.json, saying it was interrupted."""
+    global _shielded
+    _shielded += 1
+    try:
+        yield
+    finally:
+        _shielded -= 1

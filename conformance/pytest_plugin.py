@@ -537,7 +537,14 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state = _state(config)
     if state.is_worker:
         return
+    with interrupts.shielded():
+        _finish_run(session, config, state, exitstatus)
+
+
+def _finish_run(session: pytest.Session, config: pytest.Config, state: RunState, exitstatus: int) -> None:
+    """Sweep, fold every scenario's result, apply the baseline, decide the verdict, write the reports."""
     sweep = state.session.sweep() if state.session is not None else CleanupReport()
+    shared = state.session.current() if state.session is not None else None
     if state.session is not None:
         state.session.close()
     leaked = (state.leaked - set(sweep.deleted)) | set(sweep.leaked)
@@ -561,6 +568,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             if result.outcome != "disabled" and "teardown" not in result.phases:
                 result.outcome = "error"
                 result.message = "the run was interrupted before this scenario finished"
+                # Its teardown deleted its sandboxes but never reported: count them from the ledger.
+                owned = shared.ledger.owned(result.id) if shared is not None else []
+                state.created.extend(sid for sid in owned if sid not in state.created)
     document = writer.write_reports(
         state.report_dir, results, provider=state.provider_info, run_id=state.run_id,
         started_at=state.started_at, unattributed=state.unattributed_violations,

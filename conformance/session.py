@@ -50,6 +50,10 @@ class ProviderSession:
                 self.config = with_dialect(self.config, self._shared)
             return self._shared
 
+    def current(self) -> ProviderAdapter | None:
+        """The shared connection as it is, without starting or restarting one."""
+        return self._shared
+
     def fresh(self, handshake: bool = True) -> ProviderAdapter:
         """A newly started provider, for scenarios about startup, the wire, or exit."""
         with self._lock:
