@@ -329,3 +329,26 @@ def test_a_planted_token_never_appears_in_any_report(suite) -> None:
                         ("stdout", run.stdout), ("stderr", run.stderr)):
         assert canary not in text, f"the canary token appears in {where}"
     assert "'CANARY_TOKEN=$CANARY_TOKEN'" in failure["reproduce"]
+
+
+def test_a_signal_while_the_report_is_written_is_noted_not_raised() -> None:
+    """The end-of-run sweep and report run shielded: Ctrl-C there must still leave a results.json that
+    says the run was interrupted. Outside the shield, the first signal interrupts and the second (during
+    cleanup) is ignored."""
+    probe = textwrap.dedent("""\
+        import os, signal
+        from conformance import interrupts
+        with interrupts.trapped():
+            with interrupts.shielded():
+                os.kill(os.getpid(), signal.SIGINT)
+                os.kill(os.getpid(), signal.SIGTERM)
+            assert interrupts.INTERRUPTED.is_set()
+            try:
+                os.kill(os.getpid(), signal.SIGINT)   # the third signal: not shielded, interrupts
+            except KeyboardInterrupt:
+                print("third interrupts")
+        """)
+    completed = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, cwd=REPO)
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.strip() == "third interrupts"
+    assert completed.stderr.count("finishing the cleanup and the report first") == 2
