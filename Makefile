@@ -41,3 +41,4 @@ clean:
 
 bench: setup
 	$(BIN)/python benchmarks/suite_wall_time.py
+	$(BIN)/python benchmarks/rest_overhead.py
