@@ -305,17 +305,13 @@ class DockerBackend(HostBackend):
         if sandbox.state == "paused":
             self.cli.run("unpause", sandbox.id, check=False)
         self.cli.run("stop", sandbox.id)
-        with self._lock:
-            sandbox.state = "stopped"
-            self._save(sandbox)
+        self._set_state(sandbox, "stopped")
 
     def start(self, sandbox: HostSandbox) -> None:
         if sandbox.state not in ("running", "stopped"):
             raise invalid_state(sandbox.state, "start")
         self.cli.run("start", sandbox.id)
-        with self._lock:
-            sandbox.state = "running"
-            self._save(sandbox)
+        self._set_state(sandbox, "running")
 
     def pause(self, sandbox: HostSandbox) -> None:
         """Freeze every process of the container (the cgroup freezer); its files stay as they are."""
@@ -323,18 +319,14 @@ class DockerBackend(HostBackend):
             raise invalid_state(sandbox.state, "pause")
         if sandbox.state == "running":
             self.cli.run("pause", sandbox.id)
-        with self._lock:
-            sandbox.state = "paused"
-            self._save(sandbox)
+        self._set_state(sandbox, "paused")
 
     def resume(self, sandbox: HostSandbox) -> None:
         if sandbox.state not in ("running", "paused"):
             raise invalid_state(sandbox.state, "resume")
         if sandbox.state == "paused":
             self.cli.run("unpause", sandbox.id)
-        with self._lock:
-            sandbox.state = "running"
-            self._save(sandbox)
+        self._set_state(sandbox, "running")
 
     def archive(self, sandbox: HostSandbox) -> None:
         raise invalid_state(sandbox.state, "archive")  # never reached: the plugin does not declare it

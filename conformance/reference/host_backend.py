@@ -234,6 +234,12 @@ class HostBackend:
         except OSError:
             shutil.rmtree(sandbox.workspace, ignore_errors=True)
 
+    def _set_state(self, sandbox: HostSandbox, state: str) -> None:
+        """Move a sandbox to ``state`` and persist its record."""
+        with self._lock:
+            sandbox.state = state
+            self._save(sandbox)
+
     def _trash(self, sandbox: HostSandbox) -> Path:
         return self.root / sandbox.id / "deleted-workspace"
 
@@ -253,9 +259,7 @@ class HostBackend:
         if sandbox.state not in ("running", "stopped", "archived"):
             raise invalid_state(sandbox.state, "archive")
         self._kill_processes(sandbox)
-        with self._lock:
-            sandbox.state = "archived"
-            self._save(sandbox)
+        self._set_state(sandbox, "archived")
 
     # -- filesystem snapshots --------------------------------------------------------------------
 
@@ -298,16 +302,12 @@ class HostBackend:
 
     def stop(self, sandbox: HostSandbox) -> None:
         self._kill_processes(sandbox)
-        with self._lock:
-            sandbox.state = "stopped"
-            self._save(sandbox)
+        self._set_state(sandbox, "stopped")
 
     def start(self, sandbox: HostSandbox) -> None:
         if sandbox.state not in ("running", "stopped", "archived"):
             raise invalid_state(sandbox.state, "start")
-        with self._lock:
-            sandbox.state = "running"
-            self._save(sandbox)
+        self._set_state(sandbox, "running")
 
     def pause(self, sandbox: HostSandbox) -> None:
         """Freeze every process of the sandbox; its files stay as they are."""
@@ -315,18 +315,14 @@ class HostBackend:
             raise invalid_state(sandbox.state, "pause")
         for proc in list(sandbox.processes):
             _signal_group(proc, signal.SIGSTOP)
-        with self._lock:
-            sandbox.state = "paused"
-            self._save(sandbox)
+        self._set_state(sandbox, "paused")
 
     def resume(self, sandbox: HostSandbox) -> None:
         if sandbox.state not in ("running", "paused"):
             raise invalid_state(sandbox.state, "resume")
         for proc in list(sandbox.processes):
             _signal_group(proc, signal.SIGCONT)
-        with self._lock:
-            sandbox.state = "running"
-            self._save(sandbox)
+        self._set_state(sandbox, "running")
 
     def set_labels(self, sandbox: HostSandbox, labels: Mapping[str, str]) -> None:
         with self._lock:
