@@ -14,9 +14,10 @@ from typing import Any
 
 from pytest_bdd import given, parsers, then, when
 
-from conformance.adapter import EventRoute, ExecRequest, ProviderAdapter, ReceivedEvent, SandboxRequest
+from conformance.adapter import EventRoute, ExecRequest, ReceivedEvent, SandboxRequest
 
 from ._world import World, attempt, expect
+from .wire import fresh_provider
 
 TERMINAL = ("operation_completed", "operation_failed")
 # A terminal event that arrives after its operation's answer fails a scenario of its own; the other
@@ -24,12 +25,6 @@ TERMINAL = ("operation_completed", "operation_failed")
 LATE_EVENT_GRACE_S = 1.0
 # How long the provider must stay quiet before the suite concludes it has sent every event.
 QUIET_S = 0.3
-
-
-def _provider(world: World) -> ProviderAdapter:
-    expect(world.fresh is not None, "the scenario has no freshly started provider (a Given step is missing)")
-    assert world.fresh is not None
-    return world.fresh
 
 
 def _new_route(world: World, action: str, route_id: str | None = None,
@@ -74,7 +69,7 @@ def _all_received(world: World) -> list[ReceivedEvent]:
 
 
 def _create_plain(world: World) -> None:
-    world.sandbox = _provider(world).create(SandboxRequest())
+    world.sandbox = fresh_provider(world).create(SandboxRequest())
 
 
 # -- operations that ask for events --------------------------------------------------------------
@@ -82,38 +77,38 @@ def _create_plain(world: World) -> None:
 
 @when("I create a sandbox asking for events")
 def _(world: World) -> None:
-    world.sandbox = _provider(world).create(SandboxRequest(events=_new_route(world, "create")))
+    world.sandbox = fresh_provider(world).create(SandboxRequest(events=_new_route(world, "create")))
 
 
 @when("I attach to a sandbox asking for events")
 def _(world: World) -> None:
     _create_plain(world)
     route = _new_route(world, "attach")
-    _provider(world).attach(world.require_sandbox().id, events=route)
+    fresh_provider(world).attach(world.require_sandbox().id, events=route)
 
 
 @when("I delete a sandbox asking for events")
 def _(world: World) -> None:
     _create_plain(world)
     route = _new_route(world, "delete")
-    _provider(world).delete(world.require_sandbox().id, events=route)
+    fresh_provider(world).delete(world.require_sandbox().id, events=route)
 
 
 @when("I attach to the sandbox asking for events")
 def _(world: World) -> None:
-    _provider(world).attach(world.require_sandbox().id, events=_new_route(world, "attach"))
+    fresh_provider(world).attach(world.require_sandbox().id, events=_new_route(world, "attach"))
 
 
 @when("I delete the sandbox asking for events")
 def _(world: World) -> None:
-    _provider(world).delete(world.require_sandbox().id, events=_new_route(world, "delete"))
+    fresh_provider(world).delete(world.require_sandbox().id, events=_new_route(world, "delete"))
 
 
 @when("I attach to a never-issued sandbox id asking for events")
 def _(world: World) -> None:
     route = _new_route(world, "attach")
     never_issued = world.token("conformance-never-issued")
-    world.last = attempt(lambda: _provider(world).attach(never_issued, events=route))
+    world.last = attempt(lambda: fresh_provider(world).attach(never_issued, events=route))
 
 
 ODD_IDS: dict[str, tuple[str, str]] = {
@@ -134,7 +129,7 @@ def _(world: World, kind: str) -> None:
     token = world.faker.pystr(min_chars=8, max_chars=8)
     route_id, correlation_id = (template.format(token=token) for template in ODD_IDS[kind])
     route = _new_route(world, "create", route_id=route_id, correlation_id=correlation_id)
-    world.sandbox = _provider(world).create(SandboxRequest(events=route))
+    world.sandbox = fresh_provider(world).create(SandboxRequest(events=route))
 
 
 # -- what the events say -------------------------------------------------------------------------
@@ -267,7 +262,7 @@ def _(world: World) -> None:
 
 @given("the host watches every message the provider sends")
 def _(world: World) -> None:
-    raw = _provider(world).raw
+    raw = fresh_provider(world).raw
     expect(raw is not None, "this dialect has no wire-level channel to watch")
     world.values["raw"] = raw
 
@@ -278,17 +273,17 @@ def _(world: World) -> None:
     world.values["marker"] = marker
     command = f"printf '%s' '{marker}'; printf '%s' '{marker}' >&2"
     sandbox_id = world.require_sandbox().id
-    buffered = _provider(world).exec(sandbox_id, ExecRequest(command=command))
+    buffered = fresh_provider(world).exec(sandbox_id, ExecRequest(command=command))
     expect(buffered.outcome == "ran" and buffered.stdout == marker.encode(),
            f"the command did not run: {buffered.describe()}")
-    streamed = _provider(world).exec_stream(sandbox_id, ExecRequest(command=command))
+    streamed = fresh_provider(world).exec_stream(sandbox_id, ExecRequest(command=command))
     expect(streamed.result.outcome == "ran", f"the streamed command did not run: {streamed.result.describe()}")
 
 
 @when("I create and delete another sandbox without asking for events")
 def _(world: World) -> None:
-    other = _provider(world).create(SandboxRequest())
-    _provider(world).delete(other.id)
+    other = fresh_provider(world).create(SandboxRequest())
+    fresh_provider(world).delete(other.id)
 
 
 def _watched_events(world: World) -> list[dict[str, Any]]:

@@ -13,6 +13,22 @@ from conformance.errors import ProtocolErrorAnswer, ProviderCallError, ProviderS
 from conformance.schemas import SchemaProblem
 
 
+def boolean_leaves(raw: Any) -> dict[str, bool]:
+    """Every boolean leaf of a capability declaration by its dotted path (``exec.stdin``)."""
+    flags: dict[str, bool] = {}
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, bool):
+            flags[prefix] = value
+        elif isinstance(value, dict):
+            for key, inner in value.items():
+                walk(f"{prefix}.{key}" if prefix else key, inner)
+
+    if isinstance(raw, dict):
+        walk("", raw)
+    return flags
+
+
 def protocol_error(method: str, error: dict[str, Any]) -> ProtocolErrorAnswer:
     """A JSON-RPC level error answer, as any dialect reads it."""
     code = error.get("code")

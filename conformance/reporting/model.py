@@ -75,12 +75,17 @@ class ScenarioResult:
 
 
 def summarize(results: list[ScenarioResult]) -> dict[str, int]:
+    return summarize_outcomes([result.outcome for result in results])
+
+
+def summarize_outcomes(outcomes: list[str]) -> dict[str, int]:
+    """The summary counts of results.json, from one outcome per scenario."""
     counts = {outcome: 0 for outcome in OUTCOMES}
-    for result in results:
-        counts[result.outcome] += 1
+    for outcome in outcomes:
+        counts[outcome] += 1
     return {
-        "total": len(results),
-        "selected": len(results) - counts["disabled"],
+        "total": len(outcomes),
+        "selected": len(outcomes) - counts["disabled"],
         "passed": counts["passed"],
         "failed": counts["failed"],
         "errors": counts["error"],

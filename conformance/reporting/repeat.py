@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from conformance.reporting.model import _SEVERITY
+from conformance.reporting.model import _SEVERITY, summarize_outcomes
 from conformance.reporting.writer import finish_document
 
 # xfail and xpass sit beside failed: a baselined failure that passes once is as worrying as a failure.
@@ -34,14 +34,7 @@ def merge(documents: list[dict[str, Any]]) -> dict[str, Any]:
             flaky.append({"id": scenario_id, "outcomes": outcomes})
     merged["scenarios"] = scenarios
     merged["flaky"] = flaky
-    counts = {key: 0 for key in ("passed", "failed", "error", "skipped", "disabled", "xfail", "xpass")}
-    for scenario in scenarios:
-        counts[scenario["outcome"]] += 1
-    merged["summary"] = {
-        "total": len(scenarios), "selected": len(scenarios) - counts["disabled"], "passed": counts["passed"],
-        "failed": counts["failed"], "errors": counts["error"], "skipped": counts["skipped"],
-        "disabled": counts["disabled"], "xfailed": counts["xfail"], "xpassed": counts["xpass"],
-    }
+    merged["summary"] = summarize_outcomes([scenario["outcome"] for scenario in scenarios])
     merged["sandboxes"] = {
         "created": sum(d["sandboxes"]["created"] for d in documents),
         "deleted": sum(d["sandboxes"]["deleted"] for d in documents),

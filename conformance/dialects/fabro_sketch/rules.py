@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from conformance.dialects.common import SchemaRules, protocol_error
+from conformance.dialects.common import SchemaRules, boolean_leaves, protocol_error
 from conformance.errors import ApplicationErrorAnswer, ProviderCallError
 
 NAME = "fabro-sketch"
@@ -21,17 +21,7 @@ _ALIASES = {"access.preview_urls": "previewUrls"}
 
 def capability_flags(raw: Any) -> dict[str, bool]:
     """Every boolean leaf of the sketch's declaration by its dotted path, plus canonical aliases."""
-    flags: dict[str, bool] = {}
-
-    def walk(prefix: str, value: Any) -> None:
-        if isinstance(value, bool):
-            flags[prefix] = value
-        elif isinstance(value, dict):
-            for key, inner in value.items():
-                walk(f"{prefix}.{key}" if prefix else key, inner)
-
-    if isinstance(raw, dict):
-        walk("", raw)
+    flags = boolean_leaves(raw)
     for name, wire in _ALIASES.items():
         flags[name] = flags.get(wire, False)
     return flags

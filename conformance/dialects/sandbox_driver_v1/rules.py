@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from conformance import schemas
-from conformance.dialects.common import SchemaRules, protocol_error
+from conformance.dialects.common import SchemaRules, boolean_leaves, protocol_error
 from conformance.errors import ApplicationErrorAnswer, ProviderCallError
 from conformance.schemas import SchemaProblem
 
@@ -35,18 +35,9 @@ _FACET_GROUPS = ("search", "git", "services")
 
 def capability_flags(raw: Any) -> dict[str, bool]:
     """Canonical dotted names → declared, for a v1 capabilities object."""
-    flags: dict[str, bool] = {}
     if not isinstance(raw, dict):
-        return flags
-
-    def walk(prefix: str, value: Any) -> None:
-        if isinstance(value, bool):
-            flags[prefix] = value
-        elif isinstance(value, dict):
-            for key, inner in value.items():
-                walk(f"{prefix}.{key}" if prefix else key, inner)
-
-    walk("", raw)
+        return {}
+    flags = boolean_leaves(raw)
     for group in _NULLABLE_GROUPS:
         flags[group] = isinstance(raw.get(group), dict)
     for group in _FACET_GROUPS:
