@@ -364,6 +364,14 @@ class ProviderAdapter(ABC):
     @abstractmethod
     def capabilities(self) -> Capabilities: ...
 
+    def settle(self) -> None:
+        """Find out, once after the first handshake, what the dialect must know before scenarios run
+        (e.g. whether a plugin process owns one sandbox or many)."""
+
+    def settled(self) -> dict[str, Any]:
+        """What ``settle`` found, as ``ProviderConfig`` fields: fresh processes and restarts reuse it."""
+        return {}
+
     def creation_spec_problems(self, spec: Any) -> list[Any]:
         """Why ``spec`` is not a valid creation spec of this dialect (empty when it is)."""
         return []

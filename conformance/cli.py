@@ -10,7 +10,6 @@ line, never a traceback.
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import os
 import sys
@@ -19,16 +18,8 @@ from typing import Any, NoReturn
 
 from conformance import __version__
 from conformance.errors import ConformanceError, UsageError
-from conformance.providers import (
-    DIALECTS,
-    SANDBOXES_PER_PROCESS,
-    ProviderConfig,
-    open_provider,
-    parse_env_pairs,
-)
-from conformance.runner import INI_FILE, SCENARIOS_MODULE
-
-PROG = "sandbox-conformance"
+from conformance.config import DEFAULT_CALL_TIMEOUT_S, PROG, RunConfig, load_create_spec, profile_reference, valid_timeout
+from conformance.providers import DIALECTS, SANDBOXES_PER_PROCESS, ProviderConfig, parse_env_pairs
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -46,26 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     run = commands.add_parser("run", help="run the suite against a provider")
-    target = run.add_argument_group("provider (default: the bundled reference plugin)")
-    which = target.add_mutually_exclusive_group()
-    which.add_argument("--plugin", metavar="COMMAND", help="plugin command line, e.g. \"./my-plugin --flag\"")
-    which.add_argument("--rest", metavar="URL", help="base URL of a REST provider, e.g. http://127.0.0.1:8889")
-    which.add_argument("--image", metavar="IMAGE[:TAG]",
-                       help="start a REST provider packaged as a container image, run against it, remove it")
-    target.add_argument("--profile", metavar="NAME|PATH",
-                        help="REST profile: a built-in name or a YAML file (default with --rest or --image: forkd)")
-    target.add_argument("--dialect", default="auto", choices=DIALECTS, help="wire dialect (default: auto)")
-    target.add_argument("--create-spec", metavar="JSON|@FILE",
-                        help="creation spec for the sandboxes scenarios create (default: the dialect's default)")
-    target.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
-                        help="set a variable in the plugin's environment (values are redacted in reports)")
-    target.add_argument("--pass-env", action="append", default=[], metavar="NAME",
-                        help="forward a variable from this environment to the plugin")
-    target.add_argument("--call-timeout", type=float, default=30.0, metavar="SECONDS",
-                        help="deadline of a single provider call (default: 30)")
-    target.add_argument("--sandboxes-per-process", choices=SANDBOXES_PER_PROCESS, default="auto",
-                        help="fabro-sketch plugins: does one plugin process own one sandbox or many "
-                             "(default: auto, detected with a probe)")
+    _provider_options(run.add_argument_group("provider (default: the bundled reference plugin)"), for_run=True)
     select = run.add_argument_group("selection")
     select.add_argument("-k", dest="keyword", metavar="EXPR", help="pytest keyword expression over test names")
     select.add_argument("--tags", metavar="EXPR", help="tag expression, e.g. 'must and not cap:exec.stdin'")
@@ -89,10 +61,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sweep = commands.add_parser("sweep", help="delete the sandboxes a past run left behind (by its run label)")
     sweep.add_argument("--run-id", required=True, help="the run whose sandboxes to delete (its label value)")
-    sweep_target = sweep.add_argument_group("provider (default: the bundled reference plugin)")
-    for action in target._group_actions:  # run's provider options, as they are
-        if action.dest not in ("image", "sandboxes_per_process"):
-            sweep_target._add_action(copy.copy(action))
+    _provider_options(sweep.add_argument_group("provider (default: the bundled reference plugin)"), for_run=False)
 
     listing = commands.add_parser("list", help="list the scenarios the suite defines")
     listing.add_argument("--json", action="store_true", help="machine-readable output")
@@ -111,239 +80,64 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _provider_options(target: argparse._ArgumentGroup, for_run: bool) -> None:
+    """The options naming a provider; ``sweep`` takes them too, less what only a run can use."""
+    which = target.add_mutually_exclusive_group()
+    which.add_argument("--plugin", metavar="COMMAND", help="plugin command line, e.g. \"./my-plugin --flag\"")
+    which.add_argument("--rest", metavar="URL", help="base URL of a REST provider, e.g. http://127.0.0.1:8889")
+    if for_run:
+        which.add_argument("--image", metavar="IMAGE[:TAG]",
+                           help="start a REST provider packaged as a container image, run against it, remove it")
+    target.add_argument("--profile", metavar="NAME|PATH",
+                        help="REST profile: a built-in name or a YAML file (default with --rest or --image: forkd)")
+    target.add_argument("--dialect", default="auto", choices=DIALECTS, help="wire dialect (default: auto)")
+    target.add_argument("--create-spec", metavar="JSON|@FILE",
+                        help="creation spec for the sandboxes scenarios create (default: the dialect's default)")
+    target.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
+                        help="set a variable in the plugin's environment (values are redacted in reports)")
+    target.add_argument("--pass-env", action="append", default=[], metavar="NAME",
+                        help="forward a variable from this environment to the plugin (its value is redacted)")
+    target.add_argument("--call-timeout", type=float, default=DEFAULT_CALL_TIMEOUT_S, metavar="SECONDS",
+                        help="deadline of a single provider call (default: 30)")
+    if for_run:
+        target.add_argument("--sandboxes-per-process", choices=SANDBOXES_PER_PROCESS, default="auto",
+                            help="fabro-sketch plugins: does one plugin process own one sandbox or many "
+                                 "(default: auto, detected with a probe)")
+
+
 # -- run -----------------------------------------------------------------------------------------
 
 
-def _load_create_spec(value: str | None) -> dict[str, Any] | None:
-    if value is None:
-        return None
-    source = "--create-spec"
-    if value.startswith("@"):
-        path = Path(value[1:])
-        source = f"--create-spec file {path}"
-        try:
-            value = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(f"{source} cannot be read: {exc.strerror}") from None
-    try:
-        spec = json.loads(value)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{source} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
-    if not isinstance(spec, dict):
-        raise UsageError(f"{source} must be a JSON object")
-    return spec
-
-
-def _check_report_dir(path: str) -> Path:
-    directory = Path(path)
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        probe = directory / ".write-test"
-        probe.write_text("")
-        probe.unlink()
-    except OSError as exc:
-        raise UsageError(f"--report-dir {path} is not writable: {exc.strerror}") from None
-    return directory
-
-
-def _preflight(config: ProviderConfig) -> None:
-    """Start the provider once and complete the handshake, so a broken setup fails fast and clearly."""
-    adapter = open_provider(config, channel="preflight")
-    try:
-        if config.create_spec is not None:
-            problems = adapter.creation_spec_problems(config.create_spec)
-            if problems:
-                raise UsageError(f"--create-spec is not a valid {adapter.dialect} creation spec {problems[0]}")
-    finally:
-        adapter.close()
-
-
-def pytest_arguments(args: argparse.Namespace, config: ProviderConfig) -> list[str]:
-    argv = [
-        str(SCENARIOS_MODULE),
-        "-c", str(INI_FILE),
-        "--rootdir", str(SCENARIOS_MODULE.parent),
-        "-p", "conformance.pytest_plugin",
-        "-p", "no:cacheprovider",
-        "--conformance",
-        "--tb=no", "-rN", "--no-header",
-        "-q" if not args.verbose else "-v",
-        "--sc-dialect", config.dialect,
-        "--sc-report-dir", str(args.report_dir),
-        "--sc-call-timeout", str(config.call_timeout_s),
-        "--sc-run-id", config.run_id,
-    ]
-    if config.plugin is not None:
-        argv += ["--sc-plugin", config.plugin]
-    if config.rest_url is not None:
-        argv += ["--sc-rest", config.rest_url]
-        if config.profile is not None:
-            argv += ["--sc-profile", config.profile]
-    if config.image is not None:
-        argv += ["--sc-image", config.image]
-    if config.sandboxes_per_process != "auto":
-        argv += ["--sc-sandboxes-per-process", config.sandboxes_per_process]
-    if config.create_spec is not None:
-        argv += ["--sc-create-spec", json.dumps(config.create_spec)]
-    for name, value in config.env.items():
-        argv += ["--sc-env", f"{name}={value}"]
-    for name in config.pass_env:
-        argv += ["--sc-pass-env", name]
-    if args.keyword:
-        argv += ["-k", args.keyword]
-    if args.tags:
-        argv += ["--sc-tags", args.tags]
-    for scenario_id in args.scenario:
-        argv += ["--sc-scenario", scenario_id]
-    for feature in args.feature:
-        argv += ["--sc-feature", feature]
-    if args.seed is not None:
-        argv += ["--sc-seed", str(args.seed)]
-    if args.strict:
-        argv += ["--sc-strict"]
-    if args.expected_failures:
-        argv += ["--sc-expected-failures", str(Path(args.expected_failures).resolve())]
-    if args.update_baseline:
-        argv += ["--sc-update-baseline", str(Path(args.update_baseline).resolve())]
-    if args.workers:
-        argv += ["-n", str(args.workers)]
-    return argv
-
-
 def command_run(args: argparse.Namespace) -> int:
-    import uuid
-
-    from conformance.scenario_tags import TagExpression
-
-    if args.tags:
-        try:
-            TagExpression(args.tags)
-        except ValueError as exc:
-            raise UsageError(f"--tags: {exc}") from None
-    if args.repeat < 1:
-        raise UsageError(f"--repeat must be at least 1, not {args.repeat}")
-    if args.seed is not None and args.seed < 0:
-        raise UsageError(f"--seed must not be negative, not {args.seed}")
-    if args.seed is None:  # chosen here so every repetition, and the report, use the same one
-        args.seed = int.from_bytes(os.urandom(4), "big")
-    if args.expected_failures:
-        from conformance.reporting.baseline import Baseline
-
-        Baseline.load(args.expected_failures)
-    if args.update_baseline:
-        _check_writable_file(args.update_baseline)
-    rest_target = args.rest is not None or args.image is not None
-    config = ProviderConfig(
-        plugin=args.plugin, dialect=args.dialect, env=parse_env_pairs(args.env), pass_env=args.pass_env,
-        create_spec=_load_create_spec(args.create_spec), run_id=args.run_id or f"run-{uuid.uuid4().hex[:12]}",
-        call_timeout_s=args.call_timeout, sandboxes_per_process=args.sandboxes_per_process,
-        rest_url=args.rest, profile=_profile_reference(args.profile, rest_target), image=args.image,
-    )
     from conformance import interrupts
 
+    config = RunConfig.from_arguments(args)
     with interrupts.trapped():
-        return _run_on_provider(args, config)
+        return _run_on_provider(config)
 
 
-def _run_on_provider(args: argparse.Namespace, config: ProviderConfig) -> int:
-    if args.image is None:
-        config.validate()
-        _check_report_dir(args.report_dir)
-        _preflight(config)
-        return _run_selection(args, config)
+def _run_on_provider(config: RunConfig) -> int:
+    from conformance import runner
+
+    if config.provider.image is None:
+        return _report(runner.run(config, runner.preflight(config)))
     from conformance import containers
 
-    profile = config.rest_profile()
-    _check_report_dir(args.report_dir)
-    with containers.running(args.image, profile, config.run_id) as provider:
-        config.rest_url = provider.url
-        config.validate()
-        _preflight(config)
-        return _run_selection(args, config)
+    profile = config.provider.rest_profile()
+    with containers.running(config.provider.image, profile, config.run_id) as provider:
+        config = config.with_provider(rest_url=provider.url)
+        config.provider.validate()
+        return _report(runner.run(config, runner.preflight(config)))
 
 
-def _run_selection(args: argparse.Namespace, config: ProviderConfig) -> int:
-    """Run the selection once, or ``--repeat`` times (each repetition's reports in repeat-K/, the
-    merged report with flaky scenarios at the top of the report directory)."""
-    import pytest
-
-    report_dir = Path(args.report_dir)
-    if args.repeat == 1:
-        return _exit_code(pytest.main(pytest_arguments(args, config)), report_dir)
-    from dataclasses import replace
-
-    from conformance import interrupts
-    from conformance.reporting import repeat, terminal, writer
-
-    documents, code = [], EXIT_OK
-    base_run_id = config.run_id
-    for number in range(1, args.repeat + 1):
-        attempt_dir = report_dir / f"repeat-{number}"
-        attempt = argparse.Namespace(**{**vars(args), "report_dir": str(attempt_dir)})
-        print(f"{PROG}: repetition {number} of {args.repeat}", file=sys.stderr)
-        code = _exit_code(pytest.main(pytest_arguments(attempt, replace(config, run_id=f"{base_run_id}-r{number}"))),
-                          attempt_dir)
-        results = attempt_dir / "results.json"
-        if results.exists():
-            documents.append(json.loads(results.read_text(encoding="utf-8")))
-        if code not in (EXIT_OK, EXIT_FAILED) or interrupts.INTERRUPTED.is_set():
-            break
-    if not documents:
-        return code
-    document = writer.write_document(report_dir, repeat.merge(documents))
-    print(terminal.render_summary(document), end="")
-    return EXIT_OK if document["verdict"]["passed"] else EXIT_FAILED
-
-
-def _check_writable_file(path: str) -> None:
-    target = Path(path)
-    if target.is_dir():
-        raise UsageError(f"--update-baseline {path} is a directory")
-    if not target.parent.is_dir():
-        raise UsageError(f"--update-baseline {path}: the directory {target.parent} does not exist")
-
-
-def _profile_reference(value: str | None, rest_target: bool) -> str | None:
-    """The profile as workers will find it: built-in names as given, files by absolute path."""
-    if value is None:
-        return "forkd" if rest_target else None
-    if not rest_target:
-        raise UsageError("--profile applies to REST providers only (give --rest or --image)")
-    path = Path(value)
-    return str(path.resolve()) if "/" in value or value.endswith((".yaml", ".yml", ".json")) or path.exists() else value
-
-
-def _exit_code(pytest_code: int, report_dir: Path) -> int:
-    import pytest
-
-    from conformance.interrupts import INTERRUPTED
-
-    if INTERRUPTED.is_set():  # whatever pytest made of it: an interrupted run never passes
-        pytest_code = pytest.ExitCode.INTERRUPTED
-    if pytest_code == pytest.ExitCode.OK:
-        return EXIT_OK
-    if pytest_code == pytest.ExitCode.NO_TESTS_COLLECTED:
-        raise UsageError("no scenario matched the selection (--scenario, --feature, --tags, -k)")
-    if pytest_code == pytest.ExitCode.USAGE_ERROR:
-        return EXIT_USAGE
-    if pytest_code == pytest.ExitCode.INTERRUPTED:
-        print(f"{PROG}: the run was interrupted; results are incomplete", file=sys.stderr)
-        return EXIT_FAILED
-    if pytest_code == pytest.ExitCode.INTERNAL_ERROR:
-        print(f"{PROG}: the suite itself failed (internal error); see the output above", file=sys.stderr)
-        return EXIT_FAILED
-    _print_verdict_reasons(report_dir)
-    return EXIT_FAILED
-
-
-def _print_verdict_reasons(report_dir: Path) -> None:
-    """Why the run failed, one line each on stderr, for logs that only keep stderr."""
-    try:
-        verdict = json.loads((report_dir / "results.json").read_text(encoding="utf-8"))["verdict"]
-    except (OSError, ValueError, KeyError):
-        return
-    for reason in verdict["reasons"]:
-        print(f"{PROG}: FAIL: {reason}", file=sys.stderr)
+def _report(outcome) -> int:
+    """The exit code; why the run failed, one line each on stderr, for logs that only keep stderr."""
+    if outcome.note:
+        print(f"{PROG}: {outcome.note}", file=sys.stderr)
+    elif outcome.exit_code == EXIT_FAILED and outcome.document is not None:
+        for reason in outcome.document.reasons:
+            print(f"{PROG}: FAIL: {reason}", file=sys.stderr)
+    return outcome.exit_code
 
 
 # -- list ----------------------------------------------------------------------------------------
@@ -452,9 +246,10 @@ def command_sweep(args: argparse.Namespace) -> int:
     from conformance import sweep
 
     config = ProviderConfig(
-        plugin=args.plugin, dialect=args.dialect, env=parse_env_pairs(args.env), pass_env=args.pass_env,
-        create_spec=_load_create_spec(args.create_spec), run_id=args.run_id, call_timeout_s=args.call_timeout,
-        rest_url=args.rest, profile=_profile_reference(args.profile, args.rest is not None),
+        plugin=args.plugin, dialect=args.dialect, env=parse_env_pairs(args.env), pass_env=tuple(args.pass_env),
+        create_spec=load_create_spec(args.create_spec), run_id=args.run_id,
+        call_timeout_s=valid_timeout(args.call_timeout, "--call-timeout"),
+        rest_url=args.rest, profile=profile_reference(args.profile, args.rest is not None),
     )
     config.validate()
     result = sweep.sweep(config)

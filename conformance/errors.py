@@ -60,6 +60,13 @@ class ProviderViolation(ConformanceError, AssertionError):
 class WireViolation(ProviderViolation):
     """Something on the wire that is not a well-formed message of the dialect."""
 
+    @classmethod
+    def during_scenario(cls, violations: list[object]) -> WireViolation:
+        """The violations a connection kept while a scenario ran, as the failure of that scenario."""
+        body = "\n".join(f"  - {v}" for v in violations[:10])
+        more = f"\n  … and {len(violations) - 10} more" if len(violations) > 10 else ""
+        return cls(f"the provider broke wire rules during this scenario:\n{body}{more}")
+
 
 class SchemaViolation(ProviderViolation):
     """A message that does not match its JSON Schema; names the JSON pointer and shows the message."""

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from conformance.adapter import ProviderAdapter
-from conformance.dialects import fabro_sketch, jsonrpc, rest, sandbox_driver_v1
+from conformance.dialects import jsonrpc, registry, rest, sandbox_driver_v1
 from conformance.dialects.common import SchemaRules
+from conformance.dialects.registry import AdapterSettings
 from conformance.errors import (
     CallTimeout,
     ProviderCallError,
@@ -22,9 +24,10 @@ from conformance.errors import (
 from conformance.schemas import SchemaProblem
 from conformance.transcript import REDACTOR
 from conformance.transports.http import valid_base_url
+from conformance.transports.memory import InProcessTransport
 from conformance.transports.process import ProcessTransport, scrubbed_environment
 
-DIALECTS = ("auto", sandbox_driver_v1.NAME, fabro_sketch.NAME)  # of plugins; a REST provider's is "rest"
+DIALECTS = ("auto", *registry.PLUGIN_DIALECTS)  # of plugins; a REST provider's is "rest"
 SANDBOXES_PER_PROCESS = ("auto", "one", "many")
 REFERENCE_PLUGIN_DISPLAY = "sandbox-conformance-host-plugin"
 
@@ -34,14 +37,14 @@ def reference_plugin_argv(*extra: str) -> list[str]:
     return [sys.executable, "-m", "conformance.reference.host_plugin", *extra]
 
 
-@dataclass
+@dataclass(frozen=True)
 class ProviderConfig:
-    """Everything needed to reach one provider. Built by the CLI or from pytest options."""
+    """Everything needed to reach one provider (part of the run's ``RunConfig``)."""
 
-    plugin: str | None = None  # a command line; None means the bundled reference plugin
+    plugin: str | None = None  # a command line; None (and no in_process) means the bundled reference plugin
     dialect: str = "auto"
     env: dict[str, str] = field(default_factory=dict)
-    pass_env: list[str] = field(default_factory=list)
+    pass_env: tuple[str, ...] = ()
     create_spec: dict[str, Any] | None = None
     run_id: str = "local"
     call_timeout_s: float = 30.0
@@ -49,6 +52,9 @@ class ProviderConfig:
     rest_url: str | None = None  # a REST provider's base URL; the plugin fields are unused then
     profile: str | None = None  # a built-in REST profile name or a profile file (default: forkd)
     image: str | None = None  # the image the REST provider was started from (--image), for reports
+    # A stdio plugin served on a thread of this process: ("package.module:function", *argv). The suite's
+    # own tests use it; see conformance/transports/memory.py.
+    in_process: tuple[str, ...] | None = None
 
     @property
     def is_rest(self) -> bool:
@@ -58,8 +64,15 @@ class ProviderConfig:
         """The REST profile; ``UsageError`` (one line, naming the field) when it is unknown or invalid."""
         return rest.load_profile(self.profile)
 
+    def token_env(self) -> str | None:
+        """The variable a REST provider's token is read from."""
+        return self.rest_profile().token_env if self.is_rest else None
+
     @property
     def argv(self) -> list[str]:
+        if self.in_process is not None:
+            module = self.in_process[0].partition(":")[0]
+            return [sys.executable, "-m", module, *self.in_process[1:]]
         if self.plugin is None:
             return reference_plugin_argv()
         try:
@@ -74,11 +87,25 @@ class ProviderConfig:
     def display(self) -> str:
         if self.rest_url is not None:
             return self.rest_url
+        if self.in_process is not None:
+            return shlex.join(self.argv)
         return REFERENCE_PLUGIN_DISPLAY if self.plugin is None else self.plugin
 
     @property
     def run_labels(self) -> dict[str, str]:
         return {"sandbox-conformance.run": self.run_id}
+
+    def handed_values(self, source: Mapping[str, str] | None = None) -> list[str]:
+        """Every value this run hands the provider: ``--env`` values, forwarded variables, the REST
+        token. Each is a secret to the reports, whatever its name."""
+        source = os.environ if source is None else source
+        values = list(self.env.values())
+        values += [source[name] for name in self.pass_env if name in source]
+        if self.is_rest:
+            token_env = self.token_env()
+            if token_env and source.get(token_env):
+                values.append(source[token_env])
+        return values
 
     def validate(self) -> None:
         if self.rest_url is not None:
@@ -99,17 +126,11 @@ class ProviderConfig:
             raise UsageError(f"--sandboxes-per-process must be one of {', '.join(SANDBOXES_PER_PROCESS)}")
         self.argv  # noqa: B018 - parses the command line
 
-    def to_json(self) -> str:
-        return json.dumps({
-            "plugin": self.plugin, "dialect": self.dialect, "env": self.env, "pass_env": self.pass_env,
-            "create_spec": self.create_spec, "run_id": self.run_id, "call_timeout_s": self.call_timeout_s,
-            "sandboxes_per_process": self.sandboxes_per_process, "rest_url": self.rest_url,
-            "profile": self.profile, "image": self.image,
-        })
 
-    @classmethod
-    def from_json(cls, text: str) -> ProviderConfig:
-        return cls(**json.loads(text))
+def register_secrets(config: ProviderConfig) -> None:
+    """Every value handed to the provider is redacted from everything the suite writes."""
+    for value in config.handed_values():
+        REDACTOR.add(value)
 
 
 def parse_env_pairs(pairs: Sequence[str]) -> dict[str, str]:
@@ -135,16 +156,10 @@ class _UndecidedRules(SchemaRules):
         return []
 
 
-def _rules(dialect: str) -> Any:
-    return fabro_sketch.SketchRules() if dialect == fabro_sketch.NAME else sandbox_driver_v1.V1Rules()
-
-
-def detect_dialect(initialize_result: Any) -> str | None:
-    if sandbox_driver_v1.looks_like(initialize_result):
-        return sandbox_driver_v1.NAME
-    if fabro_sketch.looks_like(initialize_result):
-        return fabro_sketch.NAME
-    return None
+def _transport(config: ProviderConfig, env: dict[str, str]) -> Any:
+    if config.in_process is not None:
+        return InProcessTransport(config.in_process[0], config.in_process[1:], env, display=config.display)
+    return ProcessTransport(config.argv, env, display=config.display)
 
 
 def open_provider(config: ProviderConfig, channel: str = "provider", strict_handshake: bool = False,
@@ -161,37 +176,39 @@ def open_provider(config: ProviderConfig, channel: str = "provider", strict_hand
     """
     if config.rest_url is not None:
         return _open_rest(config, channel, handshake)
-    REDACTOR.add_environment(config.env)
+    register_secrets(config)
     env = scrubbed_environment(config.env, config.pass_env)
 
     def connect(label: str, rules: Any) -> jsonrpc.JsonRpcConnection:
-        transport = ProcessTransport(config.argv, env, display=config.display)
-        connection = jsonrpc.JsonRpcConnection(transport, rules, channel=label)
+        connection = jsonrpc.JsonRpcConnection(_transport(config, env), rules, channel=label)
         connection.start()
         return connection
 
-    dialect = config.dialect
-    if dialect == "auto" and not handshake:
-        dialect = sandbox_driver_v1.NAME
-    connection = connect(channel, _UndecidedRules() if dialect == "auto" else _rules(dialect))
+    settings = AdapterSettings(command=config.display, base_spec=config.create_spec, run_labels=config.run_labels,
+                               call_timeout_s=config.call_timeout_s,
+                               sandboxes_per_process=config.sandboxes_per_process)
+    name = config.dialect
+    if name == "auto" and not handshake:
+        name = sandbox_driver_v1.NAME
+    known = None if name == "auto" else registry.plugin_dialect(name)
+    connection = connect(channel, known.rules() if known is not None else _UndecidedRules())
     try:
-        if dialect == "auto":
-            # Both dialects answer an initialize that carries the v1 version: the sketch ignores params.
-            result = connection.request("initialize", {"protocol_version": sandbox_driver_v1.PROTOCOL_VERSION},
-                                        config.call_timeout_s, check_result=False).result()
-            dialect = detect_dialect(result) or _undetectable(result)
-            connection.rules = _rules(dialect)
-            adapter = _adapter(dialect, connection, config, connect)
+        if known is None:
+            probe = next(iter(registry.PLUGIN_DIALECTS.values())).probe_params()
+            result = connection.request("initialize", probe, config.call_timeout_s, check_result=False).result()
+            detected = registry.detect(result) or _undetectable(result)
+            connection.rules = detected.rules()
+            adapter = detected.build(connection, connect, settings)
             adapter.adopt_initialize(result)
             if strict_handshake and adapter.handshake_problems:
                 problem = adapter.handshake_problems[0]
-                raise ProviderStartError(f"the initialize answer violates the {dialect} schema {problem}")
+                raise ProviderStartError(f"the initialize answer violates the {detected.name} schema {problem}")
         else:
-            adapter = _adapter(dialect, connection, config, connect)
+            adapter = known.build(connection, connect, settings)
             if handshake:
                 adapter.handshake(timeout_s=config.call_timeout_s, strict=strict_handshake)
-        if handshake and isinstance(adapter, fabro_sketch.FabroSketchAdapter):
-            adapter.detect_sandboxes_per_process()
+        if handshake:
+            adapter.settle()
     except (CallTimeout, ProviderCrashed, ProviderCallError) as exc:
         tail = connection.transport.stderr_tail().strip().splitlines()[-1:]
         connection.close(grace_s=0.5)
@@ -222,21 +239,8 @@ def _undetectable(result: Any) -> str:
     raise ProviderStartError(f"cannot tell the dialect from the initialize answer {shown}; pass --dialect")
 
 
-def _adapter(dialect: str, connection: jsonrpc.JsonRpcConnection, config: ProviderConfig,
-             connect: Callable[[str, Any], jsonrpc.JsonRpcConnection]) -> ProviderAdapter:
-    if dialect == fabro_sketch.NAME:
-        return fabro_sketch.FabroSketchAdapter(
-            connection, lambda label: connect(label, fabro_sketch.SketchRules()), command=config.display,
-            base_spec=config.create_spec, call_timeout_s=config.call_timeout_s,
-            sandboxes_per_process=config.sandboxes_per_process)
-    return sandbox_driver_v1.SandboxDriverV1Adapter(
-        connection, command=config.display, base_spec=config.create_spec,
-        run_labels=config.run_labels, call_timeout_s=config.call_timeout_s)
-
-
 def with_dialect(config: ProviderConfig, adapter: ProviderAdapter) -> ProviderConfig:
     """The configuration with the dialect (and sketch process mode) the first connection settled on."""
     if config.rest_url is not None:
         return config
-    per_process = getattr(adapter, "sandboxes_per_process", config.sandboxes_per_process)
-    return replace(config, dialect=adapter.dialect, sandboxes_per_process=per_process)
+    return replace(config, dialect=adapter.dialect, **adapter.settled())

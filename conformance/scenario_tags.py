@@ -86,6 +86,13 @@ def example_key(row: dict[str, str]) -> str:
     return re.sub(r"[^a-z0-9.]+", "-", first.lower()).strip("-")
 
 
+def scenario_identity(tags: ScenarioTags, title: str, example: dict[str, str] | None = None) -> str:
+    """A scenario's stable id — the one place it is computed: its ``@id:`` tag (its title when it has
+    none), and for an outline row the row's key in brackets."""
+    base = tags.scenario_id or title
+    return f"{base}[{example_key(example)}]" if example is not None else base
+
+
 _TOKEN = re.compile(r"\s*(\(|\)|[^\s()]+)")
 
 

@@ -28,9 +28,11 @@ class CleanupReport:
 class ProviderSession:
     """Owns the connections of one pytest process (the controller, or one xdist worker)."""
 
-    def __init__(self, config: ProviderConfig) -> None:
-        self.config = config
-        self._shared: ProviderAdapter | None = None
+    def __init__(self, config: ProviderConfig, connected: ProviderAdapter | None = None) -> None:
+        """``connected``: an adapter already handshaken with this provider (the CLI's preflight), which
+        becomes the shared connection, so a run handshakes once per provider process."""
+        self.config = with_dialect(config, connected) if connected is not None else config
+        self._shared: ProviderAdapter | None = connected
         self._lock = threading.Lock()
         self._fresh_count = 0
         self.restarts = 0

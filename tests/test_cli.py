@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import plugin_command, run_cli
+from tests.helpers import SuiteRun, plugin_command, run_cli
 
 ONE_LINE = "sandbox-conformance: error: "
 
@@ -90,10 +90,14 @@ def test_a_failure_carries_requirement_step_transcript_stderr_and_a_working_repr
     assert "exec/run: ok" in failure["stderr"], "the provider's stderr tail belongs in the failure"
     assert "FAILED exec-env" in run.stdout and "reproduce: " in run.stdout
 
-    command = shlex.split(failure["reproduce"])
-    assert command[:2] == ["sandbox-conformance", "run"] and command[-2:] == ["--scenario", "exec-env"]
-    again = run_cli(*command[1:], report_dir=tmp_path / "again")
-    assert again.exit_code == 1
+    # The command names the executable as it was invoked, keeps the seed, and pastes into a shell as is.
+    reproduce = failure["reproduce"]
+    assert reproduce.startswith(shlex.join([sys.executable, "-m", "conformance.cli"]) + " run ")
+    assert f"--seed {run.results['run']['seed']}" in reproduce and reproduce.endswith("--scenario exec-env")
+    pasted = subprocess.run(["bash", "-c", f"{reproduce} --report-dir {tmp_path / 'again'}"], capture_output=True,
+                            text=True, timeout=120)
+    again = SuiteRun(pasted.returncode, pasted.stdout, pasted.stderr, tmp_path / "again")
+    assert again.exit_code == 1, again.stderr
     assert again.with_outcome("failed") == {"exec-env"}
     assert again.results["summary"]["selected"] == 1
 

@@ -55,14 +55,14 @@ def test_a_declared_capability_that_does_not_work_fails_and_is_never_skipped(sui
 
 
 def _refusing_restart_plugin(tmp_path: Path, live_s: float) -> str:
-    """A plugin whose first two starts (preflight, the run's shared connection) are the reference plugin
-    — the second killed after ``live_s`` seconds, mid-run — and every later start fails at once."""
+    """A plugin whose first start (the preflight handshake, which then serves the run) is the reference
+    plugin, killed after ``live_s`` seconds, mid-run; every later start fails at once."""
     counter = tmp_path / "starts"
     script = tmp_path / "plugin.sh"
     script.write_text(textwrap.dedent(f"""\
         #!/bin/sh
         n=$(cat {counter} 2>/dev/null || echo 0); n=$((n + 1)); echo $n > {counter}
-        if [ "$n" -le 2 ]; then exec timeout -s KILL {live_s} {plugin_command()}; fi
+        if [ "$n" -le 1 ]; then exec timeout -s KILL {live_s} {plugin_command()}; fi
         echo "refusing to start (start number $n)" >&2
         exit 3
         """))
@@ -328,7 +328,7 @@ def test_a_planted_token_never_appears_in_any_report(suite) -> None:
                         ("junit.xml", (run.report_dir / "junit.xml").read_text()),
                         ("stdout", run.stdout), ("stderr", run.stderr)):
         assert canary not in text, f"the canary token appears in {where}"
-    assert "'CANARY_TOKEN=$CANARY_TOKEN'" in failure["reproduce"]
+    assert '--env "CANARY_TOKEN=${CANARY_TOKEN:?export CANARY_TOKEN first}"' in failure["reproduce"]
 
 
 def test_a_signal_while_the_report_is_written_is_noted_not_raised() -> None:

@@ -375,13 +375,6 @@ class JsonRpcConnection:
             return len(self._pending)
 
 
-def raise_wire_violations(violations: list[Violation]) -> None:
-    if violations:
-        body = "\n".join(f"  - {v}" for v in violations[:10])
-        more = f"\n  … and {len(violations) - 10} more" if len(violations) > 10 else ""
-        raise WireViolation(f"the provider broke wire rules during this scenario:\n{body}{more}")
-
-
 class JsonRpcRaw:
     """The ``RawChannel`` of a JSON-RPC connection."""
 

@@ -13,8 +13,8 @@ from functools import cache
 from pytest_bdd.parser import FeatureParser
 
 from conformance import bundle
-from conformance.reporting.model import ScenarioResult
-from conformance.scenario_tags import ScenarioTags, example_key
+from conformance.reporting.model import ScenarioInfo, ScenarioResult
+from conformance.scenario_tags import ScenarioTags, scenario_identity
 
 
 @dataclass(frozen=True)
@@ -26,13 +26,16 @@ class CatalogueEntry:
     line: int
     tags: ScenarioTags
 
+    @property
+    def info(self) -> ScenarioInfo:
+        return ScenarioInfo(self.id, self.name, self.feature, self.tags.level, tuple(self.tags.requirements),
+                            tuple(self.tags.capabilities), tuple(self.tags.dialects))
+
     def disabled_result(self) -> ScenarioResult:
-        return ScenarioResult(
-            id=self.id, name=self.name, feature=self.feature, nodeid="", level=self.tags.level,
-            requirements=list(self.tags.requirements), capabilities=list(self.tags.capabilities),
-            dialects=list(self.tags.dialects), outcome="disabled",
-            message="not selected by --scenario, --feature, --tags or -k",
-        )
+        result = self.info.result()
+        result.outcome = "disabled"
+        result.message = "not selected by --scenario, --feature, --tags or -k"
+        return result
 
 
 @cache
@@ -44,9 +47,9 @@ def all_scenarios() -> tuple[CatalogueEntry, ...]:
         feature = FeatureParser(str(features_dir), relative).parse()
         for template in feature.scenarios.values():
             tags = ScenarioTags.parse(template.tags | feature.tags)
-            base = tags.scenario_id or template.name
-            rows = [example_key(context) for examples in template.examples for context in examples.as_contexts()]
-            ids = [f"{base}[{row}]" for row in rows] or [base]
+            rows = [context for examples in template.examples for context in examples.as_contexts()]
+            ids = [scenario_identity(tags, template.name, row) for row in rows] or [scenario_identity(tags, template.name)]
+            base = scenario_identity(tags, template.name)
             entries.extend(
                 CatalogueEntry(sid, base, template.name, relative, template.line_number, tags)
                 for sid in ids

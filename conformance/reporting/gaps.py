@@ -33,9 +33,9 @@ def scenario_status(result: ScenarioResult, gap: str) -> tuple[str, str]:
             return finding["status"], finding["detail"]
         return "supported", "the scenario passed"
     message = result.message or ""
-    if "cannot express" in message or message.startswith("applies to dialect"):
+    if result.skip_cause in ("not expressible", "other dialect"):
         return "not expressible", message
-    if message.startswith("capability "):
+    if result.skip_cause == "not declared":
         return "not declared", message
     return "not checked", message or result.outcome
 

@@ -1,7 +1,12 @@
-"""The outcome of each scenario, assembled from pytest's setup/call/teardown reports."""
+"""The outcome of each scenario, assembled from typed phase reports (setup, call, teardown).
+
+``PhaseReport`` is what one phase of one scenario produced; it crosses from an xdist worker to the
+controller as JSON (``to_json``/``from_json``). ``ScenarioResult.absorb`` folds the phases of a scenario.
+"""
 
 from __future__ import annotations
 
+import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -10,6 +15,59 @@ from typing import Any
 OUTCOMES = ("passed", "failed", "error", "skipped", "disabled", "xfail", "xpass")
 # When phases disagree, the worse outcome wins.
 _SEVERITY = {"passed": 0, "disabled": 1, "skipped": 2, "failed": 3, "error": 4}
+
+
+# Why a scenario was skipped, kept typed so the gap section never re-reads the message.
+SKIP_CAUSES = ("not declared", "not expressible", "other dialect")
+
+
+@dataclass(frozen=True)
+class ScenarioInfo:
+    """What the suite knows about a scenario before it runs."""
+
+    id: str
+    name: str
+    feature: str
+    level: str | None
+    requirements: tuple[str, ...]
+    capabilities: tuple[str, ...]
+    dialects: tuple[str, ...]
+
+    def result(self, nodeid: str = "") -> ScenarioResult:
+        return ScenarioResult(id=self.id, name=self.name, feature=self.feature, nodeid=nodeid, level=self.level,
+                              requirements=list(self.requirements), capabilities=list(self.capabilities),
+                              dialects=list(self.dialects))
+
+
+@dataclass
+class PhaseReport:
+    """One phase of one scenario, as the process that ran it saw it."""
+
+    scenario: ScenarioInfo
+    phase: str  # setup, call or teardown
+    duration_s: float
+    outcome: str = "passed"  # passed, skipped, failed or error
+    message: str | None = None
+    skip_cause: str | None = None  # one of SKIP_CAUSES when skipped
+    step: str | None = None
+    transcript: list[str] = field(default_factory=list)
+    transcript_omitted: int = 0
+    stderr: str | None = None
+    reproduce: str | None = None
+    requirement_texts: dict[str, str] = field(default_factory=dict)
+    findings: dict[str, dict[str, str]] = field(default_factory=dict)
+    sandboxes_created: list[str] = field(default_factory=list)
+    sandboxes_leaked: list[str] = field(default_factory=list)
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> PhaseReport:
+        data = json.loads(text)
+        info = data.pop("scenario")
+        scenario = ScenarioInfo(**{k: tuple(v) if isinstance(v, list) else v for k, v in info.items()})
+        return cls(scenario=scenario, **data)
 
 
 @dataclass
@@ -34,37 +92,41 @@ class ScenarioResult:
     findings: dict[str, dict[str, str]] = field(default_factory=dict)
     outcomes: list[str] = field(default_factory=list)  # --repeat: each repetition's outcome, in order
     phases: set[str] = field(default_factory=set)  # which of setup/call/teardown reported (not written out)
+    skip_cause: str | None = None  # one of SKIP_CAUSES (not written out)
 
     @property
     def capability(self) -> str | None:
         return self.capabilities[0] if self.capabilities else None
 
-    def absorb(self, phase: str, payload: dict[str, Any]) -> None:
+    def absorb(self, report: PhaseReport) -> None:
         """Fold one phase's report into the scenario's outcome."""
+        phase = report.phase
         self.phases.add(phase)
-        self.duration_s = round(self.duration_s + float(payload.get("duration_s", 0.0)), 3)
-        self.findings.update(payload.get("findings") or {})
-        outcome = payload.get("outcome", "passed")
+        self.duration_s = round(self.duration_s + float(report.duration_s), 3)
+        self.findings.update(report.findings)
+        outcome = report.outcome
         if outcome == "passed":
             return
         if _SEVERITY[outcome] > _SEVERITY[self.outcome]:
             previous = self.message
             self.outcome = outcome
-            self.message = payload.get("message")
+            self.message = report.message
+            self.skip_cause = report.skip_cause
             if previous and phase == "teardown":
                 self.message = f"{previous}\n(teardown) {self.message}"
-            self.step = payload.get("step") or self.step
-        elif payload.get("message") and outcome in ("failed", "error"):
-            self.message = f"{self.message}\n({phase}) {payload['message']}" if self.message else payload["message"]
+            self.step = report.step or self.step
+        elif report.message and outcome in ("failed", "error"):
+            self.message = f"{self.message}\n({phase}) {report.message}" if self.message else report.message
         for key in ("transcript", "stderr", "reproduce", "requirement_texts"):
-            if payload.get(key):
-                setattr(self, key, payload[key])
-        if payload.get("transcript_omitted"):
-            self.transcript_omitted = payload["transcript_omitted"]
+            if getattr(report, key):
+                setattr(self, key, getattr(report, key))
+        if report.transcript_omitted:
+            self.transcript_omitted = report.transcript_omitted
 
     def to_dict(self, include_diagnostics: bool) -> dict[str, Any]:
         data = asdict(self)
         data.pop("phases")
+        data.pop("skip_cause")
         data["capability"] = self.capability
         if not include_diagnostics:
             for key in ("transcript", "transcript_omitted", "stderr", "requirement_texts"):

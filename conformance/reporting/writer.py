@@ -9,15 +9,12 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from conformance import __version__, schemas
 from conformance.errors import HarnessError
 from conformance.reporting.gaps import gap_section
 from conformance.reporting.model import ScenarioResult, summarize
 from conformance.reporting.verdict import decide, level_counts
 
-DOCUMENT = pytest.StashKey[dict]()
 RESULTS_SCHEMA = schemas.SCHEMA_BASE + "report/results.json"
 
 

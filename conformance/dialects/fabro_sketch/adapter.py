@@ -87,6 +87,12 @@ class FabroSketchAdapter(JsonRpcAdapter):
             self._by_scenario.setdefault(self.owner, []).append(connection)
         return connection
 
+    def settle(self) -> None:
+        self.detect_sandboxes_per_process()
+
+    def settled(self) -> dict[str, Any]:
+        return {"sandboxes_per_process": self.sandboxes_per_process}
+
     def detect_sandboxes_per_process(self) -> str:
         """Ask a throwaway process for two sandboxes: refusing the second means one per process."""
         if self.sandboxes_per_process != "auto":

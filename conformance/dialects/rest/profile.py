@@ -116,12 +116,19 @@ def builtin_names() -> list[str]:
     return sorted(path.stem for path in PROFILES_DIR.glob("*.yaml"))
 
 
+def profile_path(reference: str) -> Path | None:
+    """The file a profile reference names, or ``None`` when it names a built-in profile (the one rule
+    telling the two apart)."""
+    if "/" in reference or reference.endswith((".yaml", ".yml", ".json")) or Path(reference).exists():
+        return Path(reference)
+    return None
+
+
 def load_profile(reference: str | None) -> Profile:
     """A built-in profile by name, or a profile file by path. Raises ``UsageError`` (one line) on any problem."""
     reference = reference or DEFAULT_PROFILE
-    looks_like_path = "/" in reference or reference.endswith((".yaml", ".yml", ".json")) or Path(reference).exists()
-    if looks_like_path:
-        path = Path(reference)
+    path = profile_path(reference)
+    if path is not None:
         source = f"profile {reference}"
         if not path.is_file():
             raise UsageError(f"{source} does not exist" if not path.exists() else f"{source} is not a file")

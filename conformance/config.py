@@ -1,0 +1,272 @@
+"""The run configuration: built and validated once, frozen, and the only way settings travel.
+
+``RunConfig`` comes from the command line (``RunConfig.from_arguments``), is handed to pytest as a
+plugin object, reaches xdist workers serialized (``to_json``/``from_json``), and is rendered back into
+the command that re-runs one scenario (``reproduce``). Nothing re-parses options further down.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+import uuid
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from conformance.errors import UsageError
+from conformance.providers import DIALECTS, SANDBOXES_PER_PROCESS, ProviderConfig, parse_env_pairs
+from conformance.scenario_tags import TagExpression
+
+PROG = "sandbox-conformance"
+DEFAULT_CALL_TIMEOUT_S = 30.0
+DEFAULT_REPORT_DIR = "reports"
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which scenarios run: ids (an outline row or its bare id), feature files, a tag expression, a
+    pytest keyword expression. Empty means every scenario."""
+
+    scenarios: tuple[str, ...] = ()
+    features: tuple[str, ...] = ()
+    tags: str | None = None
+    keyword: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.tags:
+            try:
+                TagExpression(self.tags)
+            except ValueError as exc:
+                raise UsageError(f"--tags: {exc}") from None
+
+    @property
+    def feature_names(self) -> tuple[str, ...]:
+        return tuple(f.removeprefix("features/") for f in self.features)
+
+    def wants(self, scenario_id: str, feature: str, tags: set[str]) -> bool:
+        if self.scenarios:
+            base = scenario_id.split("[", 1)[0]
+            if scenario_id not in self.scenarios and base not in self.scenarios:
+                return False
+        if self.features and not any(feature == f or feature.endswith("/" + f) for f in self.feature_names):
+            return False
+        return not self.tags or TagExpression(self.tags).matches(tags)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything one run needs. Frozen: a resolved variant (the detected dialect, a container's URL)
+    is a new object made with ``dataclasses.replace``."""
+
+    provider: ProviderConfig = field(default_factory=ProviderConfig)
+    selection: Selection = field(default_factory=Selection)
+    report_dir: str = DEFAULT_REPORT_DIR
+    seed: int = 0
+    strict: bool = False
+    expected_failures: str | None = None  # an absolute path
+    update_baseline: str | None = None  # an absolute path
+    repeat: int = 1
+    workers: str | None = None  # pytest-xdist's -n
+    verbose: bool = False
+    invoked_as: tuple[str, ...] = (PROG,)  # how the user started the CLI, for the reproduce command
+
+    def __post_init__(self) -> None:
+        if self.repeat < 1:
+            raise UsageError(f"--repeat must be at least 1, not {self.repeat}")
+        if self.seed < 0:
+            raise UsageError(f"--seed must not be negative, not {self.seed}")
+
+    @property
+    def run_id(self) -> str:
+        return self.provider.run_id
+
+    # -- serialization (xdist workers) -----------------------------------------------------------
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> RunConfig:
+        data = json.loads(text)
+        provider = data.pop("provider")
+        provider["pass_env"] = tuple(provider["pass_env"])
+        provider["in_process"] = tuple(provider["in_process"]) if provider.get("in_process") else None
+        selection = data.pop("selection")
+        return cls(
+            provider=ProviderConfig(**provider),
+            selection=Selection(**{k: tuple(v) if isinstance(v, list) else v for k, v in selection.items()}),
+            **{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()},
+        )
+
+    # -- the reproduce command -------------------------------------------------------------------
+
+    def reproduce(self, scenario_id: str | None = None) -> str:
+        """The command that re-runs ``scenario_id`` (or the whole selection) as this run did.
+
+        Every value handed to the provider is a secret: it is rendered as ``"${NAME:?…}"`` — double
+        quoted, so the shell expands it, and failing with a message naming the variable to export when
+        it is not set. Everything else is literal, the seed and timeouts included.
+        """
+        provider = self.provider
+        parts: list[str] = [shlex.join(self.invoked_as), "run"]
+
+        def option(name: str, value: Any = None) -> None:
+            parts.append(name if value is None else f"{name} {shlex.quote(str(value))}")
+
+        if provider.image is not None:  # the container's URL is gone once the run ends; the image is not
+            option("--image", provider.image)
+        elif provider.rest_url is not None:
+            option("--rest", provider.rest_url)
+        if provider.is_rest and provider.profile is not None:
+            option("--profile", provider.profile)
+        if provider.plugin is not None or provider.in_process is not None:
+            option("--plugin", provider.display)
+        if provider.dialect != "auto":
+            option("--dialect", provider.dialect)
+        if provider.sandboxes_per_process != "auto":
+            option("--sandboxes-per-process", provider.sandboxes_per_process)
+        if provider.create_spec is not None:
+            option("--create-spec", json.dumps(provider.create_spec, separators=(",", ":")))
+        for name in provider.env:
+            parts.append(f'--env "{name}=${{{name}:?export {name} first}}"')
+        for name in provider.pass_env:
+            option("--pass-env", name)
+        if provider.call_timeout_s != DEFAULT_CALL_TIMEOUT_S:
+            option("--call-timeout", _number(provider.call_timeout_s))
+        option("--seed", self.seed)
+        if self.strict:
+            option("--strict")
+        if scenario_id is not None:
+            option("--scenario", scenario_id)
+        return " ".join(parts)
+
+    def variables_to_export(self) -> list[str]:
+        """The environment variables a pasted reproduce command needs (their values are never shown)."""
+        names = list(self.provider.env)
+        if self.provider.is_rest and self.provider.image is None:
+            token_env = self.provider.token_env()
+            if token_env:
+                names.append(token_env)
+        return names
+
+    # -- building --------------------------------------------------------------------------------
+
+    @classmethod
+    def from_arguments(cls, args: Any, invoked_as: Sequence[str] | None = None) -> RunConfig:
+        """The configuration of ``sandbox-conformance run`` from its parsed arguments; ``UsageError``
+        (one line naming the problem) for anything that cannot work."""
+        rest_target = args.rest is not None or args.image is not None
+        seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "big")
+        provider = ProviderConfig(
+            plugin=args.plugin, dialect=args.dialect, env=parse_env_pairs(args.env), pass_env=tuple(args.pass_env),
+            create_spec=load_create_spec(args.create_spec),
+            run_id=args.run_id or f"run-{uuid.uuid4().hex[:12]}",
+            call_timeout_s=valid_timeout(args.call_timeout, "--call-timeout"),
+            sandboxes_per_process=args.sandboxes_per_process,
+            rest_url=args.rest, profile=profile_reference(args.profile, rest_target), image=args.image,
+        )
+        if args.image is None:
+            provider.validate()
+        elif provider.profile is not None:
+            provider.rest_profile()  # a bad profile is exit 2 before any container starts
+        if args.expected_failures:
+            from conformance.reporting.baseline import Baseline
+
+            Baseline.load(args.expected_failures)
+        if args.update_baseline:
+            check_writable_file(args.update_baseline)
+        check_report_dir(args.report_dir)
+        return cls(
+            provider=provider,
+            selection=Selection(scenarios=tuple(args.scenario), features=tuple(args.feature), tags=args.tags,
+                                keyword=args.keyword),
+            report_dir=str(Path(args.report_dir).resolve()),
+            seed=seed, strict=args.strict,
+            expected_failures=str(Path(args.expected_failures).resolve()) if args.expected_failures else None,
+            update_baseline=str(Path(args.update_baseline).resolve()) if args.update_baseline else None,
+            repeat=args.repeat, workers=args.workers, verbose=args.verbose,
+            invoked_as=tuple(invoked_as) if invoked_as else invoked_command(),
+        )
+
+    def with_provider(self, **changes: Any) -> RunConfig:
+        return replace(self, provider=replace(self.provider, **changes))
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else str(value)
+
+
+def invoked_command(argv0: str | None = None) -> tuple[str, ...]:
+    """How the user started this CLI, as a command that works when pasted in the same directory."""
+    argv0 = sys.argv[0] if argv0 is None else argv0
+    name = Path(argv0).name
+    if name in ("cli.py", "__main__.py") or not argv0:  # python -m conformance.cli
+        return (sys.executable, "-m", "conformance.cli")
+    return (argv0,)
+
+
+def valid_timeout(value: float, flag: str) -> float:
+    import math
+
+    if not math.isfinite(value) or value <= 0:
+        raise UsageError(f"{flag} must be a positive number of seconds, not {value}")
+    return float(value)
+
+
+def load_create_spec(value: str | None) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    source = "--create-spec"
+    if value.startswith("@"):
+        path = Path(value[1:])
+        source = f"--create-spec file {path}"
+        try:
+            value = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise UsageError(f"{source} cannot be read: {exc.strerror}") from None
+    try:
+        spec = json.loads(value)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{source} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    if not isinstance(spec, dict):
+        raise UsageError(f"{source} must be a JSON object")
+    return spec
+
+
+def check_report_dir(path: str) -> Path:
+    directory = Path(path)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        probe = directory / ".write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise UsageError(f"--report-dir {path} is not writable: {exc.strerror}") from None
+    return directory
+
+
+def check_writable_file(path: str) -> None:
+    target = Path(path)
+    if target.is_dir():
+        raise UsageError(f"--update-baseline {path} is a directory")
+    if not target.parent.is_dir():
+        raise UsageError(f"--update-baseline {path}: the directory {target.parent} does not exist")
+
+
+def profile_reference(value: str | None, rest_target: bool) -> str | None:
+    """The profile as every process will find it: a built-in name as given, a file by absolute path."""
+    from conformance.dialects.rest.profile import profile_path
+
+    if value is None:
+        return "forkd" if rest_target else None
+    if not rest_target:
+        raise UsageError("--profile applies to REST providers only (give --rest or --image)")
+    path = profile_path(value)
+    return str(path.resolve()) if path is not None else value
+
+
+__all__ = ["DIALECTS", "SANDBOXES_PER_PROCESS", "RunConfig", "Selection", "PROG"]

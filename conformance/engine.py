@@ -1,0 +1,115 @@
+"""The engine: from what a run observed to the results document — no pytest in here.
+
+The pytest plugin collects ``RunFacts`` while scenarios run and calls ``finish``; ``--repeat`` merges
+finished documents (``conformance/reporting/repeat.py``) and decides the verdict again on the merge.
+Everything the CLI prints about a run comes from the ``Document`` this returns, in memory.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from conformance import requirements
+from conformance.config import RunConfig
+from conformance.reporting import writer
+from conformance.reporting.baseline import Baseline, write_baseline
+from conformance.reporting.catalogue import CatalogueEntry
+from conformance.reporting.model import ScenarioResult
+
+
+@dataclass
+class Document:
+    """A results document (the content of results.json, valid against its schema)."""
+
+    data: dict[str, Any]
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.data["verdict"]["passed"])
+
+    @property
+    def reasons(self) -> list[str]:
+        return list(self.data["verdict"]["reasons"])
+
+    def outcomes(self) -> dict[str, str]:
+        return {s["id"]: s["outcome"] for s in self.data["scenarios"]}
+
+    def with_outcome(self, *outcomes: str) -> set[str]:
+        return {sid for sid, outcome in self.outcomes().items() if outcome in outcomes}
+
+    def scenario(self, scenario_id: str) -> dict[str, Any]:
+        return next(s for s in self.data["scenarios"] if s["id"] == scenario_id)
+
+
+@dataclass
+class SweepOutcome:
+    deleted: list[str] = field(default_factory=list)
+    leaked: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class RunFacts:
+    """What a run observed, whatever ran it."""
+
+    provider: dict[str, Any]
+    started_at: float = field(default_factory=time.time)
+    results: dict[str, ScenarioResult] = field(default_factory=dict)  # by pytest node id
+    selected: set[str] = field(default_factory=set)  # scenario ids the selection kept
+    created: list[str] = field(default_factory=list)  # every sandbox a scenario created
+    leaked: set[str] = field(default_factory=set)  # sandboxes a scenario could not delete
+    unattributed: list[str] = field(default_factory=list)  # violations seen between scenarios
+
+
+def finish(config: RunConfig, facts: RunFacts, catalogue: Iterable[CatalogueEntry], sweep: SweepOutcome,
+           baseline: Baseline | None, interrupted: bool,
+           owned_by: Callable[[str], list[str]] = lambda owner: []) -> Document:
+    """Fold every scenario's result, account for sandboxes, apply the baseline, decide the verdict.
+
+    ``owned_by`` names the sandboxes a scenario created (the adapter's ledger): an interrupted
+    scenario's teardown deleted them but never reported.
+    """
+    catalogue = list(catalogue)
+    results = list(facts.results.values())
+    created = list(facts.created)
+    seen = {r.id for r in results}
+    for entry in catalogue:
+        if entry.id not in seen:
+            result = entry.disabled_result()
+            if interrupted and entry.id in facts.selected:
+                result.message = "not reached: the run was interrupted"
+            results.append(result)
+    baseline_report = None
+    if baseline is not None:
+        known = {entry.id for entry in catalogue} | {entry.id.split("[", 1)[0] for entry in catalogue}
+        known |= set(requirements.load())
+        baseline_report = {"source": baseline.source, "entries": baseline.apply(results, known)}
+    if interrupted:
+        for result in results:
+            if result.outcome != "disabled" and "teardown" not in result.phases:
+                result.outcome = "error"
+                result.message = "the run was interrupted before this scenario finished"
+                created.extend(sid for sid in owned_by(result.id) if sid not in created)
+    leaked = (facts.leaked - set(sweep.deleted)) | set(sweep.leaked)
+    data = writer.build_document(
+        results, provider=facts.provider, run_id=config.run_id, started_at=facts.started_at,
+        unattributed=facts.unattributed,
+        sandboxes={"created": len(created), "deleted": len(created) - len(facts.leaked & set(created)),
+                   "leaked": sorted(leaked), "swept": sorted(sweep.deleted)},
+        seed=config.seed, interrupted=interrupted, strict=config.strict, baseline=baseline_report,
+    )
+    writer.write_document(Path(config.report_dir), data)
+    if config.update_baseline:
+        write_baseline(config.update_baseline, results, previous=baseline)
+    return Document(data)
+
+
+def merge_repetitions(config: RunConfig, documents: list[Document]) -> Document:
+    """``--repeat``: one document for every repetition, written at the top of the report directory."""
+    from conformance.reporting import repeat
+
+    data = writer.write_document(Path(config.report_dir), repeat.merge([d.data for d in documents]))
+    return Document(data)

@@ -1,0 +1,166 @@
+"""The pytest plugin behind a conformance run: a router, every hook one line into its concern.
+
+``ConformancePlugin(config)`` is handed to ``pytest.main`` by ``conformance.runner.run``; an xdist
+worker builds its own from the serialized ``RunConfig`` (``conformance/pytest_plugin.py``).
+
+    keys.py       the stash keys, RunState (per process) and ScenarioRun (per scenario)
+    steps.py      steps/ loaded as the package conformance_steps
+    selection.py  which tests are scenarios, their identity, the selection
+    fixtures.py   the fixtures steps use; gating, transcript, sandbox owner, cleanup per scenario
+    outcomes.py   a typed PhaseReport per phase, folded on the controller
+    finish.py     sweep, the engine's finish, the exit status, the terminal summary
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+import pytest
+
+from conformance import interrupts
+from conformance.adapter import ProviderAdapter
+from conformance.config import RunConfig
+from conformance.engine import RunFacts
+from conformance.errors import ConformanceError, NotExpressible
+from conformance.plugin import fixtures, outcomes, selection, steps
+from conformance.plugin.finish import finish_run, print_summary
+from conformance.plugin.keys import INFO, RUN, STATE, WORKER_CONFIG, RunState, state_of
+from conformance.reporting.baseline import Baseline
+from conformance.session import ProviderSession
+from conformance.transcript import REDACTOR
+
+MARKERS = (("scenario_id(id)", "stable scenario id"), ("requirement(id)", "requirement"),
+           ("level(name)", "must/should/may"), ("capability(name)", "capability gate"),
+           ("dialect(name)", "dialect gate"))
+_TAG_MARKS = {"id": "scenario_id", "req": "requirement", "cap": "capability", "dialect": "dialect"}
+
+
+class ConformancePlugin:
+    """One conformance run inside one pytest process."""
+
+    def __init__(self, config: RunConfig, connected: ProviderAdapter | None = None, is_worker: bool = False) -> None:
+        self.config = config
+        self.connected = connected  # the preflight connection: the run's first and only handshake
+        self.is_worker = is_worker
+        self.state: RunState | None = None
+
+    # -- configuration ---------------------------------------------------------------------------
+
+    def pytest_configure(self, config: pytest.Config) -> None:
+        for name, doc in MARKERS:
+            config.addinivalue_line("markers", f"{name}: {doc}")
+        baseline = Baseline.load(self.config.expected_failures) if self.config.expected_failures else None
+        session = ProviderSession(self.config.provider, connected=self.connected)
+        self.state = RunState(self.config, session, self.is_worker, RunFacts(provider={}), baseline)
+        config.stash[STATE] = self.state
+        config.pluginmanager.register(fixtures, "conformance.plugin.fixtures")
+        steps.load(config)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        """xdist: a worker gets the run's configuration as the first connection settled it."""
+        node.workerinput[WORKER_CONFIG] = replace(self.config, provider=self.state.session.config).to_json()
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_bdd_apply_tag(self, tag: str, function: Any) -> Any:
+        prefix, sep, value = tag.partition(":")
+        if sep and prefix in _TAG_MARKS:
+            getattr(pytest.mark, _TAG_MARKS[prefix])(value)(function)
+            return True
+        if tag in ("must", "should", "may"):
+            pytest.mark.level(tag)(function)
+            return True
+        return None
+
+    # -- session start: the provider, as the handshake found it ----------------------------------
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionstart(self, session: pytest.Session) -> None:
+        if self.is_worker:
+            return
+        try:
+            adapter = self.state.session.shared()
+        except ConformanceError as exc:
+            raise pytest.UsageError(str(exc)) from None
+        self.state.facts.provider = provider_info(adapter, self.state)
+
+    def pytest_collection_modifyitems(self, session: pytest.Session, config: pytest.Config,
+                                      items: list[pytest.Item]) -> None:
+        kept, left_out, kept_ids = selection.select(items, self.config.selection)
+        self.state.facts.selected |= kept_ids
+        if left_out:
+            config.hook.pytest_deselected(items=left_out)
+            items[:] = kept
+
+    # -- running ---------------------------------------------------------------------------------
+
+    def pytest_bdd_step_error(self, request: pytest.FixtureRequest, step: Any, **_: Any) -> None:
+        run = request.node.stash.get(RUN, None)
+        if run is not None and run.failed_step is None:
+            run.failed_step = f"{step.keyword} {step.name} (line {step.line_number})"
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item) -> Iterator[None]:
+        try:
+            result = yield
+        except NotExpressible as gap:
+            outcomes.skip_not_expressible(item, gap)
+        except BaseException:
+            outcomes.note_violations(item)
+            raise
+        outcomes.raise_violations(item)
+        return result
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+        report = yield
+        if INFO in item.stash:
+            phase = outcomes.phase_report(item, call, report, self.state)
+            report.user_properties.append((outcomes.REPORT_PROPERTY, phase.to_json()))
+        return report
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if not self.is_worker:
+            outcomes.fold(report, self.state)
+
+    # -- the end ---------------------------------------------------------------------------------
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        if self.is_worker:
+            self.state.session.close()
+            return
+        with interrupts.shielded():
+            finish_run(session, self.state, exitstatus)
+
+    def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+        state = state_of(config)
+        if state is not None and not self.is_worker:
+            print_summary(state, terminalreporter)
+
+
+def provider_info(adapter: ProviderAdapter, state: RunState) -> dict[str, Any]:
+    identity = adapter.identity
+    wire = getattr(adapter, "wire", None)
+    problems = wire.handshake_problems if wire is not None else getattr(adapter, "handshake_problems", [])
+    info = {
+        "kind": identity.kind,
+        "version": identity.version,
+        "protocol_version": identity.protocol_version,
+        "dialect": identity.dialect,
+        "transport": identity.transport,
+        "command": REDACTOR.text(identity.command),
+        "capabilities": adapter.capabilities.raw,
+        "declared": adapter.capabilities.declared(),
+        "handshake_problems": [str(p) for p in problems],
+        "run_id": state.config.run_id,
+    }
+    mode = adapter.settled().get("sandboxes_per_process")
+    if mode is not None:
+        info["sandboxes_per_process"] = mode
+    return info
+
+
+__all__ = ["ConformancePlugin", "ProviderSession"]

@@ -1,0 +1,95 @@
+"""The fixtures steps use, and the per-scenario frame around them: gating on ``@dialect:`` and
+``@cap:``, the transcript, the owner of every sandbox created meanwhile, and the cleanup."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from faker import Faker
+
+from conformance.adapter import ProviderAdapter
+from conformance.plugin.keys import INFO, RUN, SKIP_CAUSE, ScenarioRun, state_of
+from conformance.session import ProviderSession, scenario_owner
+
+
+@pytest.fixture(scope="session")
+def conformance_session(request: pytest.FixtureRequest) -> ProviderSession:
+    return state_of(request.config).session
+
+
+@pytest.fixture(autouse=True)
+def _conformance_scenario(request: pytest.FixtureRequest) -> Iterator[None]:
+    item = request.node
+    state = state_of(request.config)
+    if state is None or INFO not in item.stash:
+        yield
+        return
+    info = item.stash[INFO]
+    provider_session: ProviderSession = request.getfixturevalue("conformance_session")
+    adapter = provider_session.shared()
+    if info.dialects and adapter.dialect not in info.dialects:
+        item.stash[SKIP_CAUSE] = "other dialect"
+        pytest.skip(f"applies to dialect {', '.join(info.dialects)} only; the provider speaks {adapter.dialect}")
+    for capability in info.capabilities:
+        if not adapter.capabilities.declares(capability):
+            item.stash[SKIP_CAUSE] = "not declared"
+            pytest.skip(f"capability {capability} not declared")
+    state.facts.unattributed.extend(str(v) for v in adapter.take_violations())
+    run = ScenarioRun(adapter, stderr_start=adapter.stderr_position())
+    item.stash[RUN] = run
+    with adapter.recording(run.transcript), scenario_owner(adapter, info.id):
+        yield
+        for fresh in run.fresh:
+            run.cleanup.merge(provider_session.cleanup(fresh, info.id))
+            fresh.close()
+        run.cleanup.merge(provider_session.cleanup(adapter, info.id))
+    if run.cleanup.leaked:
+        detail = "; ".join(f"{sid}: {why}" for sid, why in run.cleanup.leaked.items())
+        raise AssertionError(f"could not delete the scenario's sandboxes: {detail}")
+
+
+@pytest.fixture
+def conformance_provider(request: pytest.FixtureRequest) -> ProviderAdapter:
+    """The shared adapter, recording into this scenario's transcript."""
+    return request.node.stash[RUN].adapter
+
+
+@pytest.fixture
+def conformance_fresh_provider(request: pytest.FixtureRequest):
+    """A factory for newly started providers that record into this scenario's transcript."""
+    run: ScenarioRun = request.node.stash[RUN]
+    provider_session: ProviderSession = request.getfixturevalue("conformance_session")
+    owner = request.node.stash[INFO].id
+
+    def start(handshake: bool = True) -> ProviderAdapter:
+        adapter = provider_session.fresh(handshake=False)
+        adapter.owner = owner
+        adapter.add_transcript(run.transcript)
+        run.fresh.append(adapter)
+        if handshake:
+            adapter.handshake(strict=False)
+        return adapter
+
+    return start
+
+
+@pytest.fixture
+def conformance_finding(request: pytest.FixtureRequest):
+    """Records what a scenario found out about a requirement with several honest outcomes (a gap:
+    ``supported`` or ``refused``), for the gap section of the report."""
+    run: ScenarioRun = request.node.stash[RUN]
+
+    def note(requirement: str, status: str, detail: str) -> None:
+        run.findings[requirement] = {"status": status, "detail": detail}
+
+    return note
+
+
+@pytest.fixture
+def conformance_faker(request: pytest.FixtureRequest) -> Faker:
+    """Generated data for this scenario: the same run seed and scenario id give the same values."""
+    seed = state_of(request.config).config.seed
+    faker = Faker()
+    faker.seed_instance(f"{seed}:{request.node.stash[INFO].id}")
+    return faker

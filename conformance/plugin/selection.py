@@ -1,0 +1,54 @@
+"""Which collected tests are scenarios, who each one is, and whether the selection keeps it."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from conformance import bundle
+from conformance.config import Selection
+from conformance.plugin.keys import INFO
+from conformance.reporting.model import ScenarioInfo
+from conformance.scenario_tags import ScenarioTags, scenario_identity
+
+
+def scenario_info(item: pytest.Item) -> ScenarioInfo | None:
+    """The scenario a collected test binds, or ``None`` for a test that is not a scenario."""
+    from pytest_bdd.scenario import scenario_wrapper_template_registry
+
+    function = getattr(item, "function", None)
+    template = scenario_wrapper_template_registry.get(function) if function is not None else None
+    if template is None:
+        return None
+    tags = ScenarioTags.parse(template.tags | template.feature.tags)
+    callspec = getattr(item, "callspec", None)
+    example = callspec.params.get("_pytest_bdd_example") if callspec is not None else None
+    feature = os.path.relpath(template.feature.filename, bundle.features_dir())
+    return ScenarioInfo(scenario_identity(tags, template.name, example), template.name, feature, tags.level,
+                        tuple(tags.requirements), tuple(tags.capabilities), tuple(tags.dialects))
+
+
+def select(items: list[pytest.Item], selection: Selection) -> tuple[list[pytest.Item], list[pytest.Item], set[str]]:
+    """Split the items into kept and left out; also the ids of the kept scenarios."""
+    kept, left_out, kept_ids = [], [], set()
+    for item in items:
+        info = scenario_info(item)
+        if info is None:
+            kept.append(item)
+            continue
+        item.stash[INFO] = info
+        tags = ScenarioTags.parse(_raw_tags(item)).tag_set()
+        if selection.wants(info.id, info.feature, tags):
+            kept.append(item)
+            kept_ids.add(info.id)
+        else:
+            left_out.append(item)
+    return kept, left_out, kept_ids
+
+
+def _raw_tags(item: pytest.Item) -> set[str]:
+    from pytest_bdd.scenario import scenario_wrapper_template_registry
+
+    template = scenario_wrapper_template_registry[item.function]  # type: ignore[attr-defined]
+    return set(template.tags | template.feature.tags)
