@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.errors import UsageError
-from conformance.providers import DIALECTS, SANDBOXES_PER_PROCESS, ProviderConfig, parse_env_pairs
+from conformance.providers import DIALECTS, SANDBOXES_PER_PROCESS, ProviderConfig, parse_env_pairs, profile_reference
 from conformance.scenario_tags import TagExpression
 
 PROG = "sandbox-conformance"
@@ -255,18 +255,6 @@ def check_writable_file(path: str) -> None:
         raise UsageError(f"--update-baseline {path} is a directory")
     if not target.parent.is_dir():
         raise UsageError(f"--update-baseline {path}: the directory {target.parent} does not exist")
-
-
-def profile_reference(value: str | None, rest_target: bool) -> str | None:
-    """The profile as every process will find it: a built-in name as given, a file by absolute path."""
-    from conformance.dialects.rest.profile import profile_path
-
-    if value is None:
-        return "forkd" if rest_target else None
-    if not rest_target:
-        raise UsageError("--profile applies to REST providers only (give --rest or --image)")
-    path = profile_path(value)
-    return str(path.resolve()) if path is not None else value
 
 
 __all__ = ["DIALECTS", "SANDBOXES_PER_PROCESS", "RunConfig", "Selection", "PROG"]

@@ -127,6 +127,16 @@ class ProviderConfig:
         self.argv  # noqa: B018 - parses the command line
 
 
+def profile_reference(value: str | None, rest_target: bool) -> str | None:
+    """The profile as every process will find it: a built-in name as given, a file by absolute path."""
+    if value is None:
+        return "forkd" if rest_target else None
+    if not rest_target:
+        raise UsageError("--profile applies to REST providers only (give --rest or --image)")
+    path = rest.profile_path(value)
+    return str(path.resolve()) if path is not None else value
+
+
 def register_secrets(config: ProviderConfig) -> None:
     """Every value handed to the provider is redacted from everything the suite writes."""
     for value in config.handed_values():

@@ -8,7 +8,8 @@ from conformance.dialects.rest.profile import (
            builtin_names,
            load_profile,
            parse_profile,
+           profile_path,
 )
 
 __all__ = ["DEFAULT_PROFILE", "NAME", "Profile", "RestAdapter", "builtin_names", "load_profile",
-           "open_rest_adapter", "parse_profile", "read_token", "status_kind"]
+           "open_rest_adapter", "parse_profile", "profile_path", "read_token", "status_kind"]
