@@ -288,7 +288,7 @@ def _provider_info(adapter: ProviderAdapter, state: RunState) -> dict[str, Any]:
         "command": REDACTOR.text(identity.command),
         "capabilities": adapter.capabilities.raw,
         "declared": adapter.capabilities.declared(),
-        "handshake_problems": [str(p) for p in getattr(adapter, "handshake_problems", [])],
+        "handshake_problems": [str(p) for p in (adapter.wire.handshake_problems if adapter.wire else [])],
         "run_id": state.run_id,
         "seed": state.seed,
     }
