@@ -26,11 +26,35 @@ def _violations(paths, forbidden: tuple[str, ...]) -> list[str]:
             if name.startswith(forbidden)]
 
 
+STEPS_MAY_IMPORT = ("conformance.adapter", "conformance.errors")
+
+
 def test_steps_use_only_the_adapter_interface() -> None:
-    steps = sorted(bundle.steps_dir().glob("*.py"))
+    steps = sorted(bundle.steps_dir().rglob("*.py"))  # every module, however deep
     assert steps
     bad = _violations(steps, ("conformance.dialects", "conformance.transports", "conformance.providers",
                               "conformance.session", "conformance.reference", "conformance.pytest_plugin"))
+    assert not bad, bad
+    # Of the suite itself, steps see the adapter interface and the error taxonomy, nothing else.
+    beyond = [f"{path.relative_to(bundle.steps_dir())} imports {name}" for path in steps
+              for name in sorted(_imports(path))
+              if (name == "conformance" or name.startswith("conformance.")) and name not in STEPS_MAY_IMPORT]
+    assert not beyond, beyond
+
+
+def _relative_imports(path: Path) -> set[tuple[int, str]]:
+    """(level, module) of every relative import: ``from ._shared import x`` is (1, "_shared")."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    return {(node.level, node.module or "") for node in ast.walk(tree)
+            if isinstance(node, ast.ImportFrom) and node.level > 0}
+
+
+def test_step_modules_import_no_other_step_module() -> None:
+    """Shared helpers live in helper modules (names starting with ``_``); a step module never reaches
+    into another step module's private helpers."""
+    steps = sorted(bundle.steps_dir().rglob("*.py"))
+    bad = [f"{path.name} imports .{module}" for path in steps for _level, module in sorted(_relative_imports(path))
+           if not module.split(".")[-1].startswith("_")]
     assert not bad, bad
 
 
