@@ -3,7 +3,14 @@
 Steps speak in provider-neutral terms (create a sandbox, run a Bash command, delete it). A dialect
 implements ``ProviderAdapter`` for one wire protocol and maps those terms onto its messages; a
 transport underneath moves the bytes. Nothing above this module knows which dialect or transport is
-in use, except through ``identity`` (for reports) and ``operations`` / ``capabilities`` (for gating).
+in use, except through ``identity`` (for reports) and ``capabilities`` (for gating).
+
+The adapter has a small core every dialect implements (handshake, create, describe, list, delete,
+exec, attach/start/stop, health, shutdown, and the harness members the session and the plugin use),
+and optional **facets**: attributes that are an object when the dialect has that kind of thing and
+``None`` when it has not — ``files``, ``processes``, ``terminals``, ``streams``, ``operations``,
+``events``, ``credentials`` and ``wire``. A step that needs a facet the dialect lacks skips the
+scenario as not expressible (``steps/_shared.py``: ``World.facet``).
 """
 
 from __future__ import annotations
@@ -236,29 +243,6 @@ def _preview(data: bytes, limit: int = 120) -> str:
     return text + (f"… ({len(data)} bytes)" if len(data) > limit else "")
 
 
-class RawChannel(Protocol):
-    """Wire-level access for scenarios about framing and envelopes (JSON-RPC dialects only)."""
-
-    def send_line(self, line: bytes) -> None:
-        """Send bytes as one line, exactly as given."""
-
-    def call(self, method: str, params: Any, timeout_s: float = 10.0) -> Any:
-        """Send a request without checking its params; return the result or raise the error answer."""
-
-    def notify(self, method: str, params: Any) -> None:
-        """Send a notification (a request without an id)."""
-
-    def next_message(self, timeout_s: float) -> Any:
-        """The next message the provider sends (parsed JSON, or the raw text when it is not JSON), or
-        ``None`` when nothing arrives before the deadline."""
-
-    def close_input(self) -> None:
-        """Close the provider's input (EOF)."""
-
-    def wait_exit(self, timeout_s: float) -> int | None:
-        """The provider's exit code once it exits, or ``None`` if it is still running at the deadline."""
-
-
 @dataclass(frozen=True)
 class OperationInfo:
     """An optional operation of the dialect: what it is called and which capability gates it."""
@@ -329,18 +313,310 @@ class SandboxLedger:
             ]
 
 
+# -- typed results of optional operations ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OperationResult:
+    """What an optional operation answered. Subclasses carry what a scenario reads; ``raw`` is the
+    dialect's own answer, for failure messages only."""
+
+    raw: Any = field(default=None, repr=False, compare=False)
+
+    def __repr__(self) -> str:  # failure messages show the provider's answer
+        return f"{type(self).__name__}({self.raw!r})"
+
+
+@dataclass(frozen=True, repr=False)
+class Done(OperationResult):
+    """An operation whose answer carries nothing a scenario reads."""
+
+
+@dataclass(frozen=True, repr=False)
+class SnapshotRef(OperationResult):
+    id: str | None = None
+
+
+@dataclass(frozen=True, repr=False)
+class SnapshotInfo(OperationResult):
+    id: str | None = None
+    state: str | None = None
+
+
+@dataclass(frozen=True, repr=False)
+class SnapshotList(OperationResult):
+    snapshots: tuple[SnapshotInfo, ...] = ()
+
+
+@dataclass(frozen=True, repr=False)
+class VolumeRef(OperationResult):
+    id: str | None = None
+
+
+@dataclass(frozen=True, repr=False)
+class VolumeInfo(OperationResult):
+    id: str | None = None
+    state: str | None = None
+
+
+@dataclass(frozen=True, repr=False)
+class VolumeList(OperationResult):
+    volumes: tuple[VolumeInfo, ...] = ()
+
+
+@dataclass(frozen=True, repr=False)
+class PreviewUrl(OperationResult):
+    url: str | None = None
+
+
+@dataclass(frozen=True, repr=False)
+class AccessUrl(OperationResult):
+    """A web terminal or a VNC connection: where to connect, and the password when there is one."""
+
+    url: str | None = None
+    password: str | None = None
+
+
+@dataclass(frozen=True, repr=False)
+class SshAccess(OperationResult):
+    command: str | None = None
+    token: str | None = None
+    expires_at: Any = None  # the dialect's timestamp as it was written (text or structural)
+
+
+@dataclass(frozen=True)
+class PlatformInfo:
+    os: Any
+    arch: Any
+    version: Any = None
+    raw: Any = None
+
+
+# -- facets: what only some dialects have ------------------------------------------------------------
+
+
+class Files(ABC):
+    """The sandbox filesystem, addressed by path."""
+
+    @abstractmethod
+    def read(self, sandbox_id: str, path: str, offset: int | None = None, length: int | None = None) -> bytes: ...
+
+    @abstractmethod
+    def write(self, sandbox_id: str, path: str, data: bytes, append: bool | None = None) -> None: ...
+
+    @abstractmethod
+    def exists(self, sandbox_id: str, path: str) -> bool: ...
+
+    @abstractmethod
+    def metadata(self, sandbox_id: str, path: str) -> FileInfo: ...
+
+    @abstractmethod
+    def list_dir(self, sandbox_id: str, path: str, depth: int) -> list[DirEntryInfo]: ...
+
+    @abstractmethod
+    def mkdir(self, sandbox_id: str, path: str) -> None: ...
+
+    @abstractmethod
+    def rename(self, sandbox_id: str, source: str, target: str) -> None: ...
+
+    @abstractmethod
+    def delete_path(self, sandbox_id: str, path: str, recursive: bool) -> None: ...
+
+
+class Processes(ABC):
+    """Interactive processes with piped stdio."""
+
+    @abstractmethod
+    def open(self, sandbox_id: str, command: str, env: Mapping[str, str] | None = None,
+             working_dir: str | None = None, process_id: str | None = None) -> str: ...
+
+    @abstractmethod
+    def write(self, process_id: str, data: bytes) -> None: ...
+
+    @abstractmethod
+    def close_input(self, process_id: str) -> None: ...
+
+    @abstractmethod
+    def read(self, process_id: str, timeout_s: float = 10.0) -> bytes | None:
+        """The next chunk of the process's stdout; ``None`` at end of output."""
+
+    @abstractmethod
+    def terminate(self, process_id: str) -> None: ...
+
+    @abstractmethod
+    def wait(self, process_id: str, timeout_s: float = 30.0) -> ProcessExit: ...
+
+
+class Terminals(ABC):
+    """Pseudo-terminals."""
+
+    @abstractmethod
+    def open(self, sandbox_id: str, rows: int = 24, cols: int = 80, env: Mapping[str, str] | None = None,
+             working_dir: str | None = None, pty_id: str | None = None) -> str: ...
+
+    @abstractmethod
+    def write(self, pty_id: str, data: bytes) -> None: ...
+
+    @abstractmethod
+    def read(self, pty_id: str, timeout_s: float = 10.0) -> bytes | None: ...
+
+    @abstractmethod
+    def resize(self, pty_id: str, rows: int, cols: int) -> None: ...
+
+    @abstractmethod
+    def close(self, pty_id: str) -> None: ...
+
+
+class Streams(ABC):
+    """Output that arrives while an operation runs: streaming exec and log follows, and cancelling them."""
+
+    @abstractmethod
+    def start_exec(self, sandbox_id: str, request: ExecRequest, retained_limit: int | None = None,
+                   exec_id: str | None = None) -> RunningExec: ...
+
+    def exec(self, sandbox_id: str, request: ExecRequest, retained_limit: int | None = None) -> StreamOutcome:
+        return self.start_exec(sandbox_id, request, retained_limit).wait()
+
+    @abstractmethod
+    def cancel_exec(self, exec_id: str) -> None: ...
+
+    @abstractmethod
+    def start_log_follow(self, sandbox_id: str, source: str, stream_id: str | None = None) -> RunningFollow: ...
+
+    @abstractmethod
+    def cancel_stream(self, stream_id: str) -> None: ...
+
+
+class Operations(ABC):
+    """The dialect's optional operations, by neutral name (``pause``, ``create a snapshot``, ...)."""
+
+    # Does an ``unsupported`` refusal name the capability (``detail.capability``)?
+    refusal_names_capability: bool = True
+
+    @property
+    @abstractmethod
+    def catalogue(self) -> Mapping[str, OperationInfo]:
+        """Every optional operation this dialect can express, by neutral name."""
+
+    @abstractmethod
+    def invoke(self, operation: str, sandbox_id: str | None, events: EventRoute | None = None,
+               **arguments: Any) -> OperationResult | SandboxHandle:
+        """Invoke an operation of the ``catalogue``; ``arguments`` (neutral names) override the defaults
+        the dialect sends; ``events`` asks for control-plane events where the operation can carry them.
+        A fork or an undelete answers a ``SandboxHandle``; everything else a typed ``OperationResult``.
+        Raises ``ProviderCallError`` on an error answer and ``NotExpressible`` for a name it lacks."""
+
+
+class Events(ABC):
+    """Control-plane events. Routes are asked for per operation (``SandboxRequest.events``, the
+    ``events`` argument of delete/attach/invoke); this facet watches all of them at once."""
+
+    @abstractmethod
+    def watch(self) -> list[ReceivedEvent]:
+        """Every control-plane event from now on, whatever its route; the list fills as they arrive."""
+
+
+class Credentials(ABC):
+    """The same provider reached with other credentials, for scenarios about authentication."""
+
+    @abstractmethod
+    def with_credentials(self, kind: str) -> ProviderAdapter:
+        """No credentials (``"none"``) or wrong ones (``"wrong"``); it records into this adapter's
+        transcript and its sandboxes are cleaned up with this adapter's ledger."""
+
+
+@dataclass(frozen=True)
+class WireVocabulary:
+    """What a wire-level scenario needs to say in the dialect's own words instead of literals."""
+
+    jsonrpc: str  # the envelope's version member value
+    version_field: str  # the initialize params/answer field naming the protocol version
+    protocol_version: Any  # the version this suite speaks
+    application_error_code: int | None  # the error code of application failures, if the dialect has one
+    sandbox_field: str  # the params field naming a sandbox
+    methods: Mapping[str, str]  # neutral name → method ("initialize", "describe", "exec", ...)
+    notifications: tuple[str, ...] = ()  # every notification method the provider may send
+    event_notification: str | None = None  # the notification carrying control-plane events
+    log_notification: str | None = None  # the (reserved) log notification
+
+    def method(self, name: str) -> str:
+        return self.methods[name]
+
+    def initialize_params(self, version: Any = None) -> dict[str, Any]:
+        return {self.version_field: self.protocol_version if version is None else version}
+
+
+class Wire(ABC):
+    """Raw protocol access for scenarios about framing and envelopes (JSON-RPC dialects)."""
+
+    vocabulary: WireVocabulary
+
+    @property
+    @abstractmethod
+    def handshake_problems(self) -> list[Any]:
+        """Schema problems of the latest initialize answer (kept, not raised, by a non-strict handshake)."""
+
+    @property
+    @abstractmethod
+    def initialize_result(self) -> Any:
+        """The first successful initialize answer, as it was sent."""
+
+    @abstractmethod
+    def keep_messages(self) -> Any:
+        """Start keeping every inbound message for ``next_message`` (idempotent; any raw use does too)."""
+
+    @abstractmethod
+    def send_line(self, line: bytes) -> None:
+        """Send bytes as one line, exactly as given."""
+
+    @abstractmethod
+    def call(self, method: str, params: Any, timeout_s: float = 10.0) -> Any:
+        """Send a request without checking its params; return the result or raise the error answer."""
+
+    @abstractmethod
+    def notify(self, method: str, params: Any) -> None:
+        """Send a notification (a request without an id)."""
+
+    @abstractmethod
+    def next_message(self, timeout_s: float) -> Any:
+        """The next message the provider sends (parsed JSON, or the raw text when it is not JSON), or
+        ``None`` when nothing arrives before the deadline. The first use starts keeping every inbound
+        message."""
+
+    @abstractmethod
+    def close_input(self) -> None:
+        """Close the provider's input (EOF)."""
+
+    @abstractmethod
+    def wait_exit(self, timeout_s: float) -> int | None:
+        """The provider's exit code once it exits, or ``None`` if it is still running at the deadline."""
+
+
+FACETS = ("files", "processes", "terminals", "streams", "operations", "events", "credentials", "wire")
+
+
+# -- the adapter ---------------------------------------------------------------------------------------
+
+
 class ProviderAdapter(ABC):
     """A connected provider. Implemented once per dialect."""
 
     dialect: str = "unknown"
-    reports_unsupported_capability: bool = True  # does an `unsupported` answer name the capability?
     # What an exec result of this dialect can carry beyond exit code, termination and text output:
     # "bytes" (any byte value), "signal", "duration", "stage" and "outcome_kind".
     exec_reports: frozenset[str] = frozenset()
 
+    # Optional facets: an object when the dialect has the thing, None when it has not.
+    files: Files | None = None
+    processes: Processes | None = None
+    terminals: Terminals | None = None
+    streams: Streams | None = None
+    operations: Operations | None = None
+    events: Events | None = None
+    credentials: Credentials | None = None
+    wire: Wire | None = None
+
     def __init__(self) -> None:
-        self.handshake_problems: list[Any] = []
-        self.initialize_result: Any = None
         self.ledger = SandboxLedger()
         self.owner = "session"
         self._transcript: Transcript | None = None
@@ -353,7 +629,7 @@ class ProviderAdapter(ABC):
         """Open the session (``initialize`` or its equivalent) and return the provider's answer.
 
         The first successful answer fixes ``identity`` and ``capabilities``. Not ``strict``: schema
-        problems in the answer are kept in ``handshake_problems`` instead of being raised.
+        problems in the answer are kept (``wire.handshake_problems``) instead of being raised.
         """
 
     @property
@@ -376,11 +652,6 @@ class ProviderAdapter(ABC):
         """Why ``spec`` is not a valid creation spec of this dialect (empty when it is)."""
         return []
 
-    @property
-    def operations(self) -> Mapping[str, OperationInfo]:
-        """The optional operations this dialect can express, by neutral name."""
-        return {}
-
     # -- core operations -------------------------------------------------------------------------
 
     @abstractmethod
@@ -398,18 +669,7 @@ class ProviderAdapter(ABC):
     @abstractmethod
     def exec(self, sandbox_id: str, request: ExecRequest) -> ExecOutcome: ...
 
-    def invoke(self, operation: str, sandbox_id: str | None, events: EventRoute | None = None,
-               **arguments: Any) -> Any:
-        """Invoke an optional operation by its neutral name (see ``operations``); ``arguments`` override
-        the defaults the dialect sends; ``events`` asks for control-plane events where the operation
-        can carry them. Raises ``ProviderCallError`` on an error answer."""
-        raise NotExpressible(self.dialect, operation)
-
-    def watch_events(self) -> list[ReceivedEvent]:
-        """Every control-plane event from now on, whatever its route; the list fills as they arrive."""
-        raise NotExpressible(self.dialect, "control-plane events")
-
-    # -- everything below is optional per dialect: the default says the dialect cannot express it ---
+    # -- core lifecycle a dialect may lack: the default says it cannot express it -----------------
 
     def attach(self, sandbox_id: str, events: EventRoute | None = None) -> SandboxHandle:
         raise NotExpressible(self.dialect, "attach to a sandbox")
@@ -420,7 +680,7 @@ class ProviderAdapter(ABC):
     def stop(self, sandbox_id: str) -> None:
         raise NotExpressible(self.dialect, "stop a sandbox")
 
-    def platform_info(self, sandbox_id: str) -> dict[str, Any]:
+    def platform_info(self, sandbox_id: str) -> PlatformInfo:
         raise NotExpressible(self.dialect, "platform info")
 
     def health(self) -> HealthInfo:
@@ -428,94 +688,6 @@ class ProviderAdapter(ABC):
 
     def shutdown(self) -> Any:
         raise NotExpressible(self.dialect, "shutdown")
-
-    def with_credentials(self, kind: str) -> ProviderAdapter:
-        """The same provider reached with no credentials (``"none"``) or wrong ones (``"wrong"``), for
-        scenarios about authentication; it records into this adapter's transcript."""
-        raise NotExpressible(self.dialect, f"a request with {'no' if kind == 'none' else 'wrong'} credentials")
-
-    def start_exec_stream(self, sandbox_id: str, request: ExecRequest, retained_limit: int | None = None,
-                          exec_id: str | None = None) -> RunningExec:
-        raise NotExpressible(self.dialect, "streaming exec")
-
-    def exec_stream(self, sandbox_id: str, request: ExecRequest, retained_limit: int | None = None) -> StreamOutcome:
-        return self.start_exec_stream(sandbox_id, request, retained_limit).wait()
-
-    def cancel_exec(self, exec_id: str) -> None:
-        raise NotExpressible(self.dialect, "cancel an exec")
-
-    # filesystem
-    def read_file(self, sandbox_id: str, path: str, offset: int | None = None, length: int | None = None) -> bytes:
-        raise NotExpressible(self.dialect, "read a file")
-
-    def write_file(self, sandbox_id: str, path: str, data: bytes, append: bool | None = None) -> None:
-        raise NotExpressible(self.dialect, "write a file")
-
-    def path_exists(self, sandbox_id: str, path: str) -> bool:
-        raise NotExpressible(self.dialect, "test whether a path exists")
-
-    def metadata(self, sandbox_id: str, path: str) -> FileInfo:
-        raise NotExpressible(self.dialect, "read file metadata")
-
-    def list_dir(self, sandbox_id: str, path: str, depth: int) -> list[DirEntryInfo]:
-        raise NotExpressible(self.dialect, "list a directory")
-
-    def create_dir(self, sandbox_id: str, path: str) -> None:
-        raise NotExpressible(self.dialect, "create a directory")
-
-    def rename(self, sandbox_id: str, source: str, target: str) -> None:
-        raise NotExpressible(self.dialect, "rename a path")
-
-    def delete_path(self, sandbox_id: str, path: str, recursive: bool) -> None:
-        raise NotExpressible(self.dialect, "delete a path")
-
-    # interactive processes, terminals and logs
-    def stdio_open(self, sandbox_id: str, command: str, env: Mapping[str, str] | None = None,
-                   working_dir: str | None = None, process_id: str | None = None) -> str:
-        raise NotExpressible(self.dialect, "open a stdio process")
-
-    def stdio_write(self, process_id: str, data: bytes) -> None:
-        raise NotExpressible(self.dialect, "write to a stdio process")
-
-    def stdio_close_input(self, process_id: str) -> None:
-        raise NotExpressible(self.dialect, "close a stdio process's input")
-
-    def stdio_read(self, process_id: str, timeout_s: float = 10.0) -> bytes | None:
-        """The next chunk of the process's stdout; ``None`` at end of output."""
-        raise NotExpressible(self.dialect, "read a stdio process's output")
-
-    def stdio_terminate(self, process_id: str) -> None:
-        raise NotExpressible(self.dialect, "terminate a stdio process")
-
-    def stdio_wait(self, process_id: str, timeout_s: float = 30.0) -> ProcessExit:
-        raise NotExpressible(self.dialect, "wait for a stdio process")
-
-    def pty_open(self, sandbox_id: str, rows: int = 24, cols: int = 80, env: Mapping[str, str] | None = None,
-                 working_dir: str | None = None, pty_id: str | None = None) -> str:
-        raise NotExpressible(self.dialect, "open a terminal")
-
-    def pty_write(self, pty_id: str, data: bytes) -> None:
-        raise NotExpressible(self.dialect, "write to a terminal")
-
-    def pty_read(self, pty_id: str, timeout_s: float = 10.0) -> bytes | None:
-        raise NotExpressible(self.dialect, "read a terminal")
-
-    def pty_resize(self, pty_id: str, rows: int, cols: int) -> None:
-        raise NotExpressible(self.dialect, "resize a terminal")
-
-    def pty_close(self, pty_id: str) -> None:
-        raise NotExpressible(self.dialect, "close a terminal")
-
-    def start_log_follow(self, sandbox_id: str, source: str, stream_id: str | None = None) -> RunningFollow:
-        raise NotExpressible(self.dialect, "follow logs")
-
-    def cancel_stream(self, stream_id: str) -> None:
-        raise NotExpressible(self.dialect, "cancel a stream")
-
-    @property
-    def raw(self) -> RawChannel | None:
-        """Wire-level access, when the dialect has one."""
-        return None
 
     # -- diagnostics -----------------------------------------------------------------------------
 

@@ -5,27 +5,29 @@ from __future__ import annotations
 import pytest
 from pytest_bdd import parsers, then, when
 
+from conformance.adapter import SnapshotRef
 from conformance.errors import ApplicationErrorAnswer, NotExpressible
 
-from ._world import World, attempt, expect
+from ._shared import World, attempt, expect
 
 
 @when(parsers.parse("I ask the provider to {operation}"))
 def _(world: World, operation: str) -> None:
-    info = world.provider.operations.get(operation)
+    operations = world.operations(operation)
+    info = operations.catalogue.get(operation)
     if info is None:
         raise NotExpressible(world.provider.dialect, operation)
     sandbox_id = world.require_sandbox().id if info.needs_sandbox else None
     world.values["operation"] = operation
-    world.last = attempt(lambda: world.provider.invoke(operation, sandbox_id))
-    snapshot = world.last.answer.get("snapshot_id") if isinstance(world.last.answer, dict) else None
+    world.last = attempt(lambda: operations.invoke(operation, sandbox_id))
+    snapshot = world.last.answer.id if isinstance(world.last.answer, SnapshotRef) else None
     if snapshot:  # a snapshot is not a sandbox: the cleanup registry does not know it
-        attempt(lambda: world.provider.invoke("delete a snapshot", None, snapshot_id=snapshot))
+        attempt(lambda: operations.invoke("delete a snapshot", None, snapshot_id=snapshot))
 
 
 def _declared(world: World, capability: str) -> bool:
     """Per-sandbox declarations are authoritative for sandbox operations; the provider's for the rest."""
-    info = world.provider.operations[world.values["operation"]]
+    info = world.operations(world.values["operation"]).catalogue[world.values["operation"]]
     sandbox = world.sandbox
     if info.needs_sandbox and sandbox is not None and sandbox.capabilities is not None:
         return sandbox.capabilities.declares(capability)
@@ -62,7 +64,7 @@ def _(world: World, capability: str) -> None:
     expect(isinstance(error, ApplicationErrorAnswer) and error.kind == "unsupported",
            f"{capability} is not declared, so '{operation}' must fail with kind unsupported; it answered: {error}")
     assert isinstance(error, ApplicationErrorAnswer)
-    if world.provider.reports_unsupported_capability:
+    if world.operations(operation).refusal_names_capability:
         named = error.detail.get("capability")
         acceptable = _acceptable_names(world, capability)
         expect(named in acceptable,

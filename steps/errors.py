@@ -14,18 +14,19 @@ from pytest_bdd import given, parsers, then, when
 from conformance.adapter import EventRoute, ExecRequest, SandboxRequest
 from conformance.errors import ApplicationErrorAnswer, ProviderCallError
 
-from ._world import World, attempt, expect
-from .wire import (
+from ._shared import (
     RAW_ID_BASE,
+    World,
     answers_counted,
+    attempt,
     exchange,
+    expect,
     fresh_provider,
     is_answer,
     preview,
     raw_channel,
 )
 
-APPLICATION_ERROR = -32000
 # The error kinds of protocol version 1 (section 7); a receiver treats any other as opaque.
 V1_ERROR_KINDS = frozenset({"not_found", "unsupported", "invalid_state", "invalid_spec", "timeout", "auth",
                             "rate_limited", "exec", "provider", "transport", "io"})
@@ -35,20 +36,25 @@ ELLIPSIS = "…"
 RFC_3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\d{2}:\d{2})")
 UNKNOWN_FIELD = "conformance_field_from_the_future"
 
-# What each request looks like with one required field left out.
-INCOMPLETE_REQUESTS: dict[tuple[str, str], tuple[str, dict[str, Any]]] = {
-    ("describe a sandbox", "sandbox id"): ("sandbox/describe", {}),
-    ("initialize", "protocol version"): ("initialize", {}),
-    ("list sandboxes", "filter"): ("sandbox/list", {}),
+# Each request (by the neutral name of its method) with one required field left out: all its params.
+INCOMPLETE_REQUESTS: dict[tuple[str, str], str] = {
+    ("describe a sandbox", "sandbox id"): "describe",
+    ("initialize", "protocol version"): "initialize",
+    ("list sandboxes", "filter"): "list",
 }
 
-# A request that would succeed, but for one flaw in its envelope.
-FLAWED_ENVELOPES: dict[str, dict[str, Any]] = {
-    "no jsonrpc member": {"id": RAW_ID_BASE + 301},
-    "a string id": {"jsonrpc": "2.0", "id": f"{RAW_ID_BASE + 302}"},
-    "a fractional id": {"jsonrpc": "2.0", "id": RAW_ID_BASE + 303.5},
-    "a negative id": {"jsonrpc": "2.0", "id": -(RAW_ID_BASE + 304)},
-}
+
+def _flawed_envelope(flaw: str, jsonrpc: str) -> dict[str, Any]:
+    """A request that would succeed, but for one flaw in its envelope."""
+    return {
+        "no jsonrpc member": {"id": RAW_ID_BASE + 301},
+        "a string id": {"jsonrpc": jsonrpc, "id": f"{RAW_ID_BASE + 302}"},
+        "a fractional id": {"jsonrpc": jsonrpc, "id": RAW_ID_BASE + 303.5},
+        "a negative id": {"jsonrpc": jsonrpc, "id": -(RAW_ID_BASE + 304)},
+    }[flaw]
+
+
+FLAWS = ("no jsonrpc member", "a string id", "a fractional id", "a negative id")
 
 
 def _fresh_sandbox(world: World):
@@ -70,17 +76,20 @@ def _b64decode(value: Any) -> bytes | None:
 def _(world: World, request: str, field: str) -> None:
     expect((request, field) in INCOMPLETE_REQUESTS,
            f"the suite knows no incomplete request {request!r}/{field!r}")
-    method, params = INCOMPLETE_REQUESTS[(request, field)]
-    raw = raw_channel(world)
-    world.last = attempt(lambda: raw.call(method, params))
+    wire = raw_channel(world)
+    method = wire.vocabulary.method(INCOMPLETE_REQUESTS[(request, field)])
+    world.last = attempt(lambda: wire.call(method, {}))
 
 
 @when(parsers.parse("the host sends a request with {flaw}"))
 def _(world: World, flaw: str) -> None:
-    expect(flaw in FLAWED_ENVELOPES, f"the suite knows no envelope flaw {flaw!r}")
-    message = {**FLAWED_ENVELOPES[flaw], "method": "initialize", "params": {"protocol_version": 1}}
+    expect(flaw in FLAWS, f"the suite knows no envelope flaw {flaw!r}")
+    wire = raw_channel(world)
+    vocabulary = wire.vocabulary
+    message = {**_flawed_envelope(flaw, vocabulary.jsonrpc), "method": vocabulary.method("initialize"),
+               "params": vocabulary.initialize_params()}
     frame = json.dumps(message).encode("utf-8")
-    received = exchange(raw_channel(world), frame, answers_counted(1), quiet_s=0.2)
+    received = exchange(wire, frame, answers_counted(1), quiet_s=0.2)
     answers = [m for m in received if is_answer(m)]
     # The step shared with handshake.feature reads the first answer from here.
     world.values["reply"] = answers[0] if answers else None
@@ -106,12 +115,13 @@ def _failure(world: World) -> ProviderCallError:
 
 def _report(world: World) -> dict[str, Any]:
     error = _failure(world)
-    expect(error.code == APPLICATION_ERROR,
-           f"an application failure must be JSON-RPC error {APPLICATION_ERROR}; the provider answered code "
+    code = world.wire(world.provider).vocabulary.application_error_code
+    expect(error.code == code,
+           f"an application failure must be JSON-RPC error {code}; the provider answered code "
            f"{error.code}: {error.message}")
     data = error.data
     expect(isinstance(data, dict) and isinstance(data.get("report"), dict),
-           f"error {APPLICATION_ERROR} must carry data.report; the provider sent data {preview(data)}")
+           f"error {code} must carry data.report; the provider sent data {preview(data)}")
     return data["report"]
 
 
@@ -220,9 +230,9 @@ def _(world: World) -> None:
 @when("the host describes that sandbox, adding a field the protocol does not define")
 def _(world: World) -> None:
     sandbox_id = _fresh_sandbox(world).id
-    raw = raw_channel(world)
-    params = {"sandbox_id": sandbox_id, UNKNOWN_FIELD: {"added_in": "a later release"}}
-    world.last = attempt(lambda: raw.call("sandbox/describe", params))
+    wire = raw_channel(world)
+    params = {wire.vocabulary.sandbox_field: sandbox_id, UNKNOWN_FIELD: {"added_in": "a later release"}}
+    world.last = attempt(lambda: wire.call(wire.vocabulary.method("describe"), params))
 
 
 @then("the answer describes that sandbox")
@@ -235,9 +245,9 @@ def _(world: World) -> None:
 
 
 def _run_raw(world: World, spec: dict[str, Any], **extra: Any) -> None:
-    params = {"sandbox_id": _fresh_sandbox(world).id, "spec": spec, **extra}
-    raw = raw_channel(world)
-    world.last = attempt(lambda: raw.call("exec/run", params, timeout_s=30.0))
+    wire = raw_channel(world)
+    params = {wire.vocabulary.sandbox_field: _fresh_sandbox(world).id, "spec": spec, **extra}
+    world.last = attempt(lambda: wire.call(wire.vocabulary.method("exec"), params, timeout_s=30.0))
 
 
 @when(parsers.re(r"the host runs `(?P<command>.+)` there, adding undefined fields beside the command's spec "
@@ -282,16 +292,16 @@ def _(world: World) -> None:
     if sandbox.working_directory:
         path = posixpath.join(sandbox.working_directory, path)
     content = "\n".join(world.faker.sentences(nb=4)).encode("utf-8")
-    fresh_provider(world).write_file(sandbox.id, path, content)
+    world.files("write a file", fresh_provider(world)).write(sandbox.id, path, content)
     world.values["file"] = (path, content)
 
 
 @when("the host reads that file giving only the sandbox and the path")
 def _(world: World) -> None:
     path, _content = world.values["file"]
-    params = {"sandbox_id": _fresh_sandbox(world).id, "path": path}
-    raw = raw_channel(world)
-    world.last = attempt(lambda: raw.call("fs/read", params))
+    wire = raw_channel(world)
+    params = {wire.vocabulary.sandbox_field: _fresh_sandbox(world).id, "path": path}
+    world.last = attempt(lambda: wire.call(wire.vocabulary.method("read a file"), params))
 
 
 @then("the answer holds the file's whole content")

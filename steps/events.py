@@ -16,8 +16,7 @@ from pytest_bdd import given, parsers, then, when
 
 from conformance.adapter import EventRoute, ExecRequest, ReceivedEvent, SandboxRequest
 
-from ._world import World, attempt, expect
-from .wire import fresh_provider
+from ._shared import World, attempt, expect, fresh_provider, raw_channel
 
 TERMINAL = ("operation_completed", "operation_failed")
 # A terminal event that arrives after its operation's answer fails a scenario of its own; the other
@@ -262,9 +261,7 @@ def _(world: World) -> None:
 
 @given("the host watches every message the provider sends")
 def _(world: World) -> None:
-    raw = fresh_provider(world).raw
-    expect(raw is not None, "this dialect has no wire-level channel to watch")
-    world.values["raw"] = raw
+    world.values["raw"] = raw_channel(world)
 
 
 @when("I run a command that prints a generated marker on both of its outputs, buffered and streamed")
@@ -276,7 +273,7 @@ def _(world: World) -> None:
     buffered = fresh_provider(world).exec(sandbox_id, ExecRequest(command=command))
     expect(buffered.outcome == "ran" and buffered.stdout == marker.encode(),
            f"the command did not run: {buffered.describe()}")
-    streamed = fresh_provider(world).exec_stream(sandbox_id, ExecRequest(command=command))
+    streamed = world.streams("streaming exec", fresh_provider(world)).exec(sandbox_id, ExecRequest(command=command))
     expect(streamed.result.outcome == "ran", f"the streamed command did not run: {streamed.result.describe()}")
 
 
@@ -292,7 +289,7 @@ def _watched_events(world: World) -> list[dict[str, Any]]:
         events = []
         message = raw.next_message(QUIET_S)
         while message is not None:
-            if isinstance(message, dict) and message.get("method") == "host/event":
+            if isinstance(message, dict) and message.get("method") == raw.vocabulary.event_notification:
                 events.append(message.get("params") or {})
             message = raw.next_message(QUIET_S)
         world.values["watched"] = events

@@ -8,18 +8,13 @@ import time
 
 from pytest_bdd import given, parsers, then, when
 
-from ._world import World, expect
+from ._shared import World, expect, sanitization_mode, unescape
 
 ALL_BYTES = bytes(range(256))
 
 
 def _octal_printf(data: bytes) -> str:
     return "printf '" + "".join(f"\\{byte:03o}" for byte in data) + "'"
-
-
-def _unescape(text: str) -> bytes:
-    """Gherkin strings may spell newlines and tabs as \\n and \\t."""
-    return text.replace("\\n", "\n").replace("\\t", "\t").encode("utf-8")
 
 
 @when(parsers.re(r"I run `(?P<command>.+)`$"))
@@ -62,13 +57,13 @@ def _(world: World, code: int) -> None:
 @then(parsers.parse('stdout is exactly "{text}"'))
 def _(world: World, text: str) -> None:
     outcome = world.ran()
-    expect(outcome.stdout == _unescape(text), f"expected stdout {_unescape(text)!r}, got {outcome.describe()}")
+    expect(outcome.stdout == unescape(text), f"expected stdout {unescape(text)!r}, got {outcome.describe()}")
 
 
 @then(parsers.parse('stderr is exactly "{text}"'))
 def _(world: World, text: str) -> None:
     outcome = world.ran()
-    expect(outcome.stderr == _unescape(text), f"expected stderr {_unescape(text)!r}, got {outcome.describe()}")
+    expect(outcome.stderr == unescape(text), f"expected stderr {unescape(text)!r}, got {outcome.describe()}")
 
 
 @then("stdout is exactly that generated value")
@@ -105,10 +100,6 @@ def spelled_bytes(spelled: str) -> bytes:
     byte, anything else for its UTF-8 text. ``ESC [31m red LF`` is ``b"\\x1b[31mred\\n"``."""
     return b"".join(bytes([CONTROL_NAMES[token]]) if token in CONTROL_NAMES else token.encode("utf-8")
                     for token in spelled.split())
-
-
-def sanitization_mode(spelled: str) -> str | None:
-    return None if spelled == "not given" else spelled
 
 
 # -- running with options -------------------------------------------------------------------------

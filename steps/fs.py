@@ -16,7 +16,7 @@ from pytest_bdd import given, parsers, then, when
 
 from conformance.adapter import DirEntryInfo, FileInfo
 
-from ._world import World, attempt, expect
+from ._shared import World, attempt, expect
 
 ALL_BYTES = bytes(range(256))
 # 251 is prime, so the pattern never lines up with a power-of-two buffer size: a chunk that goes
@@ -56,22 +56,22 @@ def _write(world: World, path: str, content: bytes, append: bool | None = None) 
     sandbox = world.require_sandbox()
     how = "" if append is None else f" with append {str(append).lower()}"
     _succeed(f"writing {len(content)} bytes to {path!r}{how}",
-             lambda: world.provider.write_file(sandbox.id, path, content, append=append))
+             lambda: world.files("write a file").write(sandbox.id, path, content, append=append))
 
 
 def _read(world: World, path: str, offset: int | None = None, length: int | None = None) -> bytes:
     sandbox = world.require_sandbox()
-    return _succeed(f"reading {path!r}", lambda: world.provider.read_file(sandbox.id, path, offset, length))
+    return _succeed(f"reading {path!r}", lambda: world.files("read a file").read(sandbox.id, path, offset, length))
 
 
 def _metadata(world: World, path: str) -> FileInfo:
     sandbox = world.require_sandbox()
-    return _succeed(f"reading the metadata of {path!r}", lambda: world.provider.metadata(sandbox.id, path))
+    return _succeed(f"reading the metadata of {path!r}", lambda: world.files("read file metadata").metadata(sandbox.id, path))
 
 
 def _exists(world: World, path: str) -> bool:
     sandbox = world.require_sandbox()
-    return _succeed(f"asking whether {path!r} exists", lambda: world.provider.path_exists(sandbox.id, path))
+    return _succeed(f"asking whether {path!r} exists", lambda: world.files("test whether a path exists").exists(sandbox.id, path))
 
 
 def _run_ok(world: World, command: str) -> None:
@@ -186,7 +186,7 @@ def _(world: World, path: str, offset: str, length: str) -> None:
     start = None if offset == "unset" else int(offset)
     count = None if length == "unset" else int(length)
     world.values["fs_read_request"] = f"reading {path!r} with offset {offset} and length {length}"
-    world.last = attempt(lambda: world.provider.read_file(sandbox.id, path, start, count))
+    world.last = attempt(lambda: world.files("read a file").read(sandbox.id, path, start, count))
 
 
 @then(parsers.re(r'the read returns (?:"(?P<text>[^"]*)"|nothing)$'))
@@ -202,7 +202,7 @@ def _(world: World) -> None:
     sandbox = world.require_sandbox()
     path = _generated_name(world, ".txt")
     world.values["fs_path"] = path
-    world.last = attempt(lambda: world.provider.read_file(sandbox.id, path))
+    world.last = attempt(lambda: world.files("read a file").read(sandbox.id, path))
 
 
 @then("the read fails with the error kind not_found, naming a file if it names a resource")
@@ -267,7 +267,7 @@ def _(world: World) -> None:
 @given(parsers.re(r'a directory "(?P<path>[^"]+)" made with the filesystem$'))
 def _(world: World, path: str) -> None:
     sandbox = world.require_sandbox()
-    _succeed(f"creating the directory {path!r}", lambda: world.provider.create_dir(sandbox.id, path))
+    _succeed(f"creating the directory {path!r}", lambda: world.files("create a directory").mkdir(sandbox.id, path))
 
 
 @given(parsers.re(r'a command has made "(?P<link>[^"]+)" a symbolic link to "(?P<target>[^"]+)"$'))
@@ -315,7 +315,7 @@ def _(world: World, path: str, mode: str) -> None:
 @when(parsers.re(r'I create the directory "(?P<path>[^"]+)"$'))
 def _(world: World, path: str) -> None:
     sandbox = world.require_sandbox()
-    _succeed(f"creating the directory {path!r}", lambda: world.provider.create_dir(sandbox.id, path))
+    _succeed(f"creating the directory {path!r}", lambda: world.files("create a directory").mkdir(sandbox.id, path))
 
 
 @given(parsers.re(r'a directory "(?P<directory>[^"]+)" holding the files (?P<files>.+)$'))
@@ -334,7 +334,7 @@ def _(world: World, directory: str, files: str) -> None:
 def _(world: World, path: str, depth: str) -> None:
     sandbox = world.require_sandbox()
     listing: list[DirEntryInfo] = _succeed(f"listing {path!r} to depth {depth}",
-                                           lambda: world.provider.list_dir(sandbox.id, path, int(depth)))
+                                           lambda: world.files("list a directory").list_dir(sandbox.id, path, int(depth)))
     world.values["fs_listing"] = (path, int(depth), listing)
 
 
@@ -374,7 +374,7 @@ def _(world: World) -> None:
 @when(parsers.re(r'I rename "(?P<source>[^"]+)" to "(?P<target>[^"]+)"$'))
 def _(world: World, source: str, target: str) -> None:
     sandbox = world.require_sandbox()
-    _succeed(f"renaming {source!r} to {target!r}", lambda: world.provider.rename(sandbox.id, source, target))
+    _succeed(f"renaming {source!r} to {target!r}", lambda: world.files("rename a path").rename(sandbox.id, source, target))
     _written(world)[target] = _written(world).pop(source)
 
 
@@ -382,7 +382,7 @@ def _(world: World, source: str, target: str) -> None:
 def _(world: World, path: str) -> None:
     sandbox = world.require_sandbox()
     world.values["fs_deletion"] = f"deleting the file {path!r}"
-    world.last = attempt(lambda: world.provider.delete_path(sandbox.id, path, recursive=False))
+    world.last = attempt(lambda: world.files("delete a path").delete_path(sandbox.id, path, recursive=False))
 
 
 @when(parsers.re(r'I delete the directory "(?P<path>[^"]+)" (?P<how>recursively|without recursion)$'))
@@ -390,7 +390,7 @@ def _(world: World, path: str, how: str) -> None:
     sandbox = world.require_sandbox()
     recursive = how == "recursively"
     world.values["fs_deletion"] = f"deleting the directory {path!r} with recursive {str(recursive).lower()}"
-    world.last = attempt(lambda: world.provider.delete_path(sandbox.id, path, recursive=recursive))
+    world.last = attempt(lambda: world.files("delete a path").delete_path(sandbox.id, path, recursive=recursive))
 
 
 @then("the deletion succeeds")
@@ -413,4 +413,4 @@ def _(world: World) -> None:
 def _(world: World, path: str, mode: str) -> None:
     sandbox = world.require_sandbox()
     _succeed(f"setting the permissions of {path!r} to {mode} (octal)",
-             lambda: world.provider.invoke("set permissions", sandbox.id, path=path, mode=int(mode, 8)))
+             lambda: world.invoke("set permissions", sandbox.id, path=path, mode=int(mode, 8)))

@@ -13,8 +13,7 @@ from pytest_bdd import parsers, then, when
 from conformance.adapter import ExecOutcome, ExecRequest, SandboxHandle, SandboxRequest
 from conformance.errors import ApplicationErrorAnswer
 
-from ._world import Attempt, World, attempt, expect
-from .lifecycle import MARKER_FILE, _cleanup, _run_ok
+from ._shared import MARKER_FILE, Attempt, World, attempt, cleanup, expect, run_ok
 
 BRANCH_ONLY = "conformance-written-in-branch"
 SOURCE_ONLY = "conformance-written-in-source-later"
@@ -25,7 +24,7 @@ MIB = 1024 * 1024
 
 
 def _present(world: World, sandbox_id: str, path: str) -> bool:
-    return _run_ok(world, sandbox_id, f"if [ -e {path} ]; then echo yes; else echo no; fi").strip() == b"yes"
+    return run_ok(world, sandbox_id, f"if [ -e {path} ]; then echo yes; else echo no; fi").strip() == b"yes"
 
 
 def _refused_as_unsupported(world: World, outcome: Attempt, capability: str, what: str) -> bool:
@@ -47,11 +46,11 @@ def _refused_as_unsupported(world: World, outcome: Attempt, capability: str, wha
 def _(world: World, request: pytest.FixtureRequest) -> None:
     source = world.require_sandbox()
     name = world.token("conformance-branch")
-    world.last = attempt(lambda: world.provider.invoke("snapshot", source.id, include_memory=False, name=name))
+    world.last = attempt(lambda: world.invoke("snapshot", source.id, include_memory=False, name=name))
     if world.last.error is not None:
         return
-    snapshot_id = world.last.answer["snapshot_id"]
-    _cleanup(request, lambda: world.provider.invoke("delete a snapshot", None, snapshot_id=snapshot_id))
+    snapshot_id = world.last.answer.id
+    cleanup(request, lambda: world.invoke("delete a snapshot", None, snapshot_id=snapshot_id))
     branch = attempt(lambda: world.provider.create(SandboxRequest(from_snapshot=name)))
     world.values["branch"] = branch.expect_success(f"creating a sandbox from snapshot {name!r}")
 
@@ -64,10 +63,10 @@ def _(world: World) -> None:
         return
     source, branch = world.require_sandbox(), world.values["branch"]
     marker = world.values["marker"].encode()
-    expect(_run_ok(world, branch.id, f"cat {MARKER_FILE}") == marker,
+    expect(run_ok(world, branch.id, f"cat {MARKER_FILE}") == marker,
            f"the branch {branch.id} should start with the snapshot's {MARKER_FILE}")
-    _run_ok(world, branch.id, f"printf branch > {BRANCH_ONLY}")
-    _run_ok(world, source.id, f"printf source > {SOURCE_ONLY}")
+    run_ok(world, branch.id, f"printf branch > {BRANCH_ONLY}")
+    run_ok(world, source.id, f"printf source > {SOURCE_ONLY}")
     expect(not _present(world, source.id, BRANCH_ONLY),
            f"a file written in the branch ({branch.id}) appeared in its source ({source.id}): they share state")
     expect(not _present(world, branch.id, SOURCE_ONLY),
@@ -78,8 +77,8 @@ def _(world: World) -> None:
 @when("I fork the sandbox while a process runs in it")
 def _(world: World) -> None:
     source = world.require_sandbox()
-    _run_ok(world, source.id, f"(sleep 300 & echo $! > {PID_FILE}) >/dev/null 2>&1; sleep 0.2; cat {PID_FILE}")
-    world.last = attempt(lambda: world.provider.invoke("fork", source.id, include_memory=True))
+    run_ok(world, source.id, f"(sleep 300 & echo $! > {PID_FILE}) >/dev/null 2>&1; sleep 0.2; cat {PID_FILE}")
+    world.last = attempt(lambda: world.invoke("fork", source.id, include_memory=True))
 
 
 @then("the fork has the source's files and its running process, and keeps its own state, "
@@ -96,11 +95,11 @@ def _(world: World) -> None:
         state = world.provider.describe(sandbox_id).state
         expect(state == "running", f"after a fork, {who} ({sandbox_id}) should be running; it is {state!r}")
     marker = world.values["marker"].encode()
-    expect(_run_ok(world, fork.id, f"cat {MARKER_FILE}") == marker, f"the fork {fork.id} lost {MARKER_FILE}")
+    expect(run_ok(world, fork.id, f"cat {MARKER_FILE}") == marker, f"the fork {fork.id} lost {MARKER_FILE}")
     alive = world.provider.exec(fork.id, ExecRequest(f'kill -0 "$(cat {PID_FILE})"'))
     expect(alive.outcome == "ran" and alive.exit_code == 0,
            f"the process running in the source should still run in the fork; `kill -0` gave {alive.describe()}")
-    _run_ok(world, fork.id, f"printf fork > {BRANCH_ONLY}")
+    run_ok(world, fork.id, f"printf fork > {BRANCH_ONLY}")
     expect(not _present(world, source.id, BRANCH_ONLY), "a file written in the fork appeared in its source")
     world.note_finding("GAP-1", "supported", "a fork kept the files and a running process, with its own state")
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 from pytest_bdd import parsers, then, when
 
 from conformance.errors import ApplicationErrorAnswer, ProtocolErrorAnswer
 
-from ._world import Attempt, World, attempt, expect
+from ._shared import Attempt, World, attempt, expect
 
 KIND_RULE = re.compile(r"^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$")
 
@@ -16,6 +17,11 @@ KIND_RULE = re.compile(r"^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$")
 def _fresh(world: World):
     expect(world.fresh is not None, "the scenario has no freshly started provider")
     return world.fresh
+
+
+def _wire(world: World):
+    """The freshly started provider's wire facet (its handshake record and raw channel)."""
+    return world.wire(_fresh(world))
 
 
 @when("the host initializes it")
@@ -32,7 +38,7 @@ def _(world: World, version: int) -> None:
 @then("the answer follows the protocol's schema")
 def _(world: World) -> None:
     world.last.expect_success("initialize")
-    problems = _fresh(world).handshake_problems
+    problems = _wire(world).handshake_problems
     expect(not problems, "the initialize answer violates its schema " + "; ".join(str(p) for p in problems))
 
 
@@ -81,16 +87,18 @@ def _(world: World, asked: int, own: int) -> None:
 
 @when(parsers.parse('the host calls the method "{method}"'))
 def _(world: World, method: str) -> None:
-    raw = _fresh(world).raw
-    expect(raw is not None, "this dialect has no wire-level channel")
-    world.last = attempt(lambda: raw.call(method, {}))
+    wire = _wire(world)
+    world.last = attempt(lambda: wire.call(method, {}))
 
 
 @when("the host sends a line that is not JSON")
 def _(world: World) -> None:
-    raw = _fresh(world).raw
-    raw.send_line(b'{"jsonrpc": "2.0", "id": 7, "method": "initialize", "params": {')
-    world.values["reply"] = _next_response(raw, timeout_s=5.0)
+    wire = _wire(world)
+    vocabulary = wire.vocabulary
+    # A request cut off in the middle of its params: not JSON at all.
+    cut = json.dumps({"jsonrpc": vocabulary.jsonrpc, "id": 7, "method": vocabulary.method("initialize")})
+    wire.send_line(cut[:-1].encode("utf-8") + b', "params": {')
+    world.values["reply"] = _next_response(wire, timeout_s=5.0)
 
 
 def _next_response(raw, timeout_s: float):
@@ -153,7 +161,7 @@ NESTED_FLAG_GROUPS = {"snapshots": ("from_image_kinds", "from_dockerfile_kinds")
 
 
 def _declaration(world: World) -> dict:
-    answer = world.provider.initialize_result
+    answer = world.wire(world.provider).initialize_result
     capabilities = answer.get("capabilities") if isinstance(answer, dict) else None
     expect(isinstance(capabilities, dict), f"the initialize answer carries no capabilities object: {answer!r}")
     return capabilities
@@ -222,7 +230,7 @@ def _(world: World) -> None:
 @then("the capabilities are exactly those of the first answer")
 def _(world: World) -> None:
     again = world.last.expect_success("a second initialize")
-    first = _fresh(world).initialize_result
+    first = _wire(world).initialize_result
     first_caps = first.get("capabilities") if isinstance(first, dict) else None
     again_caps = again.get("capabilities") if isinstance(again, dict) else None
     if again_caps != first_caps:

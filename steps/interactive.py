@@ -13,7 +13,7 @@ from pytest_bdd import parsers, then, when
 
 from conformance.errors import ApplicationErrorAnswer, CallTimeout
 
-from ._world import World, attempt, expect
+from ._shared import World, attempt, cleanup, expect
 
 PROMPT_S = 5.0  # how long a call that must not wait behind a long poll may take
 OUTPUT_S = 10.0  # how long a process or terminal may take to show what the scenario waits for
@@ -51,10 +51,6 @@ class Background:
         return self.result
 
 
-def _cleanup(request: pytest.FixtureRequest, call: Callable[[], Any]) -> None:
-    request.addfinalizer(lambda: attempt(call))
-
-
 def _sandbox_id(world: World) -> str:
     return world.require_sandbox().id
 
@@ -76,7 +72,7 @@ def _(world: World, command: str) -> None:
     # No cleanup of its own: deleting the sandbox ends its processes, and a terminate could wait
     # behind a broken provider's poll.
     process_id = world.token("conformance-stdio")
-    world.values["process"] = world.provider.stdio_open(_sandbox_id(world), command, process_id=process_id)
+    world.values["process"] = world.processes("open a stdio process").open(_sandbox_id(world), command, process_id=process_id)
 
 
 def _read_process(world: World, size: int) -> bytes:
@@ -89,7 +85,7 @@ def _read_process(world: World, size: int) -> bytes:
         expect(remaining > 0, f"the process sent {len(data)} of the {size} bytes expected within {OUTPUT_S:.0f} s: "
                               f"{_preview(data)}")
         try:
-            chunk = world.provider.stdio_read(process_id, timeout_s=remaining)
+            chunk = world.processes("read a stdio process's output").read(process_id, timeout_s=remaining)
         except CallTimeout:
             expect(False, f"the process sent {len(data)} of the {size} bytes expected within {OUTPUT_S:.0f} s: "
                           f"{_preview(data)}")
@@ -103,13 +99,13 @@ def _read_process(world: World, size: int) -> bytes:
 @when("I send a generated line to the process")
 def _(world: World) -> None:
     world.values["sent"] = (world.token("conformance-line") + "\n").encode()
-    world.provider.stdio_write(_process(world), world.values["sent"])
+    world.processes("write to a stdio process").write(_process(world), world.values["sent"])
 
 
 @when("I send the process bytes full of terminal escape sequences and control characters")
 def _(world: World) -> None:
     world.values["sent"] = RAW_BYTES
-    world.provider.stdio_write(_process(world), RAW_BYTES)
+    world.processes("write to a stdio process").write(_process(world), RAW_BYTES)
 
 
 @then(parsers.re(r"the (?:first )?process (?:echoes exactly those bytes|echoes that line)$"))
@@ -124,20 +120,20 @@ def _(world: World) -> None:
 @then("the first process still echoes what it is sent")
 def _(world: World) -> None:
     sent = (world.token("conformance-line") + "\n").encode()
-    world.provider.stdio_write(_process(world), sent)
+    world.processes("write to a stdio process").write(_process(world), sent)
     echoed = _read_process(world, len(sent))
     expect(echoed == sent, f"the first process should still echo what it is sent; it gave {_preview(echoed)}")
 
 
 @when("I close the process's input")
 def _(world: World) -> None:
-    world.provider.stdio_close_input(_process(world))
+    world.processes("close a stdio process's input").close_input(_process(world))
 
 
 @then("the process's output ends")
 def _(world: World) -> None:
     try:
-        end = world.provider.stdio_read(_process(world), timeout_s=OUTPUT_S)
+        end = world.processes("read a stdio process's output").read(_process(world), timeout_s=OUTPUT_S)
     except CallTimeout:
         expect(False, f"after its input was closed `cat` should end its output; no answer within {OUTPUT_S:.0f} s")
         raise
@@ -146,7 +142,7 @@ def _(world: World) -> None:
 
 @then(parsers.parse("waiting for the process reports termination exited with exit code {code:d}"))
 def _(world: World, code: int) -> None:
-    ended = world.provider.stdio_wait(_process(world), timeout_s=OUTPUT_S)
+    ended = world.processes("wait for a stdio process").wait(_process(world), timeout_s=OUTPUT_S)
     expect(ended.termination == "exited" and ended.exit_code == code,
            f"the process should end with termination exited and exit code {code}; waiting for it reported "
            f"termination {ended.termination!r}, exit code {ended.exit_code!r}")
@@ -155,7 +151,7 @@ def _(world: World, code: int) -> None:
 @when("I open another stdio process with the same id")
 def _(world: World) -> None:
     process_id = _process(world)
-    world.last = attempt(lambda: world.provider.stdio_open(_sandbox_id(world), "cat", process_id=process_id))
+    world.last = attempt(lambda: world.processes("open a stdio process").open(_sandbox_id(world), "cat", process_id=process_id))
 
 
 @then(parsers.re(r"the second open is refused as invalid_spec naming (?P<field>process_id|pty_id)$"))
@@ -173,7 +169,7 @@ def _(world: World, field: str) -> None:
 @when("I start reading the process's output while it has none to give")
 def _(world: World) -> None:
     process_id = _process(world)
-    world.values["read"] = Background(lambda: world.provider.stdio_read(process_id, timeout_s=30.0))
+    world.values["read"] = Background(lambda: world.processes("read a stdio process's output").read(process_id, timeout_s=30.0))
     # Give the read time to reach the provider and wait there; an answer now is no failure (a provider
     # may answer a poll at once), it only means the rest of the scenario proves less.
     world.values["read"].wait(0.3)
@@ -197,7 +193,7 @@ def _(world: World) -> None:
 def _(world: World) -> None:
     world.values["sent"] = (world.token("conformance-line") + "\n").encode()
     process_id = _process(world)
-    _promptly("writing to the process", lambda: world.provider.stdio_write(process_id, world.values["sent"]))
+    _promptly("writing to the process", lambda: world.processes("write to a stdio process").write(process_id, world.values["sent"]))
 
 
 @then("the waiting read then returns that input")
@@ -215,7 +211,7 @@ def _(world: World) -> None:
 @then("terminating the process is answered while the read waits")
 def _(world: World) -> None:
     process_id = _process(world)
-    _promptly("terminating the process", lambda: world.provider.stdio_terminate(process_id))
+    _promptly("terminating the process", lambda: world.processes("terminate a stdio process").terminate(process_id))
 
 
 @then("the waiting read then reports the end of the output")
@@ -237,15 +233,15 @@ def _terminal(world: World) -> str:
 @when(parsers.parse("I open a terminal of {rows:d} rows and {cols:d} columns"))
 def _(world: World, rows: int, cols: int, request: pytest.FixtureRequest) -> None:
     pty_id = world.token("conformance-pty")
-    world.values["pty"] = world.provider.pty_open(_sandbox_id(world), rows=rows, cols=cols, pty_id=pty_id)
+    world.values["pty"] = world.terminals("open a terminal").open(_sandbox_id(world), rows=rows, cols=cols, pty_id=pty_id)
     world.values["screen"] = b""  # everything the terminal showed, and how much of it the scenario has judged
     world.values["judged"] = 0
-    _cleanup(request, lambda: world.provider.pty_close(pty_id))
+    cleanup(request, lambda: world.terminals("close a terminal").close(pty_id))
 
 
 def _type(world: World, text: str) -> None:
     world.values["typed"] = text
-    world.provider.pty_write(_terminal(world), text.encode() + b"\r")
+    world.terminals("write to a terminal").write(_terminal(world), text.encode() + b"\r")
 
 
 @when(parsers.re(r"I type `(?P<text>.+)` into the terminal$"))
@@ -267,7 +263,7 @@ def _watch(world: World, wanted: re.Pattern[bytes], what: str) -> re.Match[bytes
         shown = world.values["screen"][world.values["judged"]:]
         expect(remaining > 0, f"the terminal should show {what} within {OUTPUT_S:.0f} s; it showed {_preview(shown)}")
         try:
-            chunk = world.provider.pty_read(pty_id, timeout_s=remaining)
+            chunk = world.terminals("read a terminal").read(pty_id, timeout_s=remaining)
         except CallTimeout:
             expect(False, f"the terminal should show {what} within {OUTPUT_S:.0f} s; it showed {_preview(shown)}")
             raise
@@ -297,7 +293,7 @@ def _(world: World, rows: int, cols: int) -> None:
 
 @when(parsers.parse("I resize the terminal to {rows:d} rows and {cols:d} columns"))
 def _(world: World, rows: int, cols: int) -> None:
-    world.provider.pty_resize(_terminal(world), rows, cols)
+    world.terminals("resize a terminal").resize(_terminal(world), rows, cols)
 
 
 @then("the terminal passes the colour escape sequences through unchanged")
@@ -311,7 +307,7 @@ def _(world: World) -> None:
 @when("I open another terminal with the same id")
 def _(world: World) -> None:
     pty_id = _terminal(world)
-    world.last = attempt(lambda: world.provider.pty_open(_sandbox_id(world), pty_id=pty_id))
+    world.last = attempt(lambda: world.terminals("open a terminal").open(_sandbox_id(world), pty_id=pty_id))
 
 
 @then("the first terminal still runs what is typed")
@@ -323,20 +319,20 @@ def _(world: World) -> None:
 @when("I start reading the terminal's output while it has none to give")
 def _(world: World) -> None:
     pty_id = _terminal(world)
-    world.values["read"] = Background(lambda: world.provider.pty_read(pty_id, timeout_s=30.0))
+    world.values["read"] = Background(lambda: world.terminals("read a terminal").read(pty_id, timeout_s=30.0))
     world.values["read"].wait(0.3)
 
 
 @then("resizing the terminal is answered while the read waits")
 def _(world: World) -> None:
     pty_id = _terminal(world)
-    _promptly("resizing the terminal", lambda: world.provider.pty_resize(pty_id, 30, 100))
+    _promptly("resizing the terminal", lambda: world.terminals("resize a terminal").resize(pty_id, 30, 100))
 
 
 @then(parsers.re(r"typing `(?P<text>.+)` into the terminal is accepted while the read waits$"))
 def _(world: World, text: str) -> None:
     pty_id = _terminal(world)
-    _promptly("typing into the terminal", lambda: world.provider.pty_write(pty_id, text.encode() + b"\r"))
+    _promptly("typing into the terminal", lambda: world.terminals("write to a terminal").write(pty_id, text.encode() + b"\r"))
 
 
 @then("the waiting read then returns output")
@@ -353,7 +349,7 @@ def _(world: World) -> None:
 
 @when(parsers.re(r"I follow the sandbox's (?P<source>provision|entrypoint) log(?P<to_end> to its end)?$"))
 def _(world: World, source: str, to_end: str | None) -> None:
-    follow = world.provider.start_log_follow(_sandbox_id(world), source, stream_id=world.token("conformance-logs"))
+    follow = world.streams("follow logs").start_log_follow(_sandbox_id(world), source, stream_id=world.token("conformance-logs"))
     world.values["follow"] = follow
     world.values["source"] = source
     if to_end:
@@ -373,7 +369,7 @@ def _end_of_follow(world: World, within_s: float) -> None:
 
 @when("I cancel the follow")
 def _(world: World) -> None:
-    world.provider.cancel_stream(world.values["follow"].stream_id)
+    world.streams("cancel a stream").cancel_stream(world.values["follow"].stream_id)
 
 
 @then("the follow ends with an answer")

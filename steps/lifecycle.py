@@ -8,16 +8,23 @@ import datetime
 import re
 import time
 import unicodedata
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 from pytest_bdd import given, parsers, then, when
 
-from conformance.adapter import ExecRequest, SandboxHandle, SandboxRequest, SandboxStatus
+from conformance.adapter import (
+    ExecRequest,
+    SandboxHandle,
+    SandboxRequest,
+    SandboxStatus,
+    SnapshotInfo,
+    SnapshotRef,
+    SshAccess,
+)
 from conformance.errors import ApplicationErrorAnswer
 
-from ._world import Attempt, World, attempt, expect
+from ._shared import MARKER_FILE, Attempt, World, attempt, cleanup, expect, run_ok
 
 KNOWN_STATES = {
     "creating", "starting", "running", "stopping", "stopped", "pausing", "paused", "resuming", "archiving",
@@ -142,7 +149,6 @@ SETTLING = {
     "paused": {"pausing"}, "archived": {"archiving", "stopping"},
 }
 SETTLE_TIMEOUT_S = 20.0
-MARKER_FILE = "conformance-marker"
 COPY_ONLY_FILE = "conformance-written-in-copy"
 TIMER_NAMES = ("auto_stop_after_idle", "auto_pause_after_idle", "auto_archive_after_stop",
                "auto_delete_after_stop", "ttl")
@@ -163,19 +169,6 @@ def _expect_refusal(outcome: Attempt, what: str, kind: str, field: str | None = 
                f"{what} was refused as {kind}, but detail.field is {error.detail.get('field')!r} instead of "
                f"{field!r}")
     return error
-
-
-def _run_ok(world: World, sandbox_id: str, command: str) -> bytes:
-    outcome = world.provider.exec(sandbox_id, ExecRequest(command=command))
-    expect(outcome.outcome == "ran" and outcome.termination == "exited" and outcome.exit_code == 0,
-           f"`{command}` in sandbox {sandbox_id} should run and exit 0; it gave {outcome.describe()}")
-    return outcome.stdout
-
-
-def _cleanup(request: pytest.FixtureRequest, call: Callable[[], Any]) -> None:
-    """Undo something the ledger does not track (snapshots, volumes, undeleted sandboxes), even if the
-    scenario fails; a failing cleanup is not the scenario's verdict."""
-    request.addfinalizer(lambda: attempt(call))
 
 
 def _settle(world: World, sandbox_id: str, wanted: str, provider: Any = None) -> SandboxStatus:
@@ -204,7 +197,7 @@ def _sandbox_declares(world: World, capability: str) -> bool:
 
 
 def _invoke_ok(world: World, operation: str, sandbox_id: str | None, **arguments: Any) -> Any:
-    outcome = attempt(lambda: world.provider.invoke(operation, sandbox_id, **arguments))
+    outcome = attempt(lambda: world.invoke(operation, sandbox_id, **arguments))
     return outcome.expect_success(f"'{operation}'")
 
 
@@ -353,7 +346,7 @@ def _(world: World) -> None:
 @when("I refresh the activity of a sandbox id that was never issued")
 def _(world: World) -> None:
     never_issued = world.token("conformance-never-issued")
-    world.last = attempt(lambda: world.provider.invoke("refresh activity", never_issued))
+    world.last = attempt(lambda: world.invoke("refresh activity", never_issued))
 
 
 @then("that refresh is refused as not_found")
@@ -366,7 +359,7 @@ def _(world: World) -> None:
     sandbox = world.create_sandbox()
     marker = world.token("conformance-marker")
     world.values["marker"] = marker
-    _run_ok(world, sandbox.id, f"printf '%s' '{marker}' > {MARKER_FILE}")
+    run_ok(world, sandbox.id, f"printf '%s' '{marker}' > {MARKER_FILE}")
 
 
 def _expect_marker(world: World, sandbox_id: str, who: str) -> None:
@@ -389,13 +382,13 @@ def _(world: World) -> None:
 
 @when("I write a file in the new sandbox")
 def _(world: World) -> None:
-    _run_ok(world, _new_sandbox(world).id, f"printf 'copy only' > {COPY_ONLY_FILE}")
+    run_ok(world, _new_sandbox(world).id, f"printf 'copy only' > {COPY_ONLY_FILE}")
 
 
 @then("that file does not appear in the original sandbox")
 def _(world: World) -> None:
     original = world.require_sandbox()
-    seen = _run_ok(world, original.id, f"if [ -e {COPY_ONLY_FILE} ]; then echo present; else echo absent; fi")
+    seen = run_ok(world, original.id, f"if [ -e {COPY_ONLY_FILE} ]; then echo present; else echo absent; fi")
     expect(seen.strip() == b"absent",
            f"a file written in the new sandbox ({_new_sandbox(world).id}) appeared in the original sandbox "
            f"({original.id}); the two must not share their files")
@@ -455,9 +448,9 @@ def _(world: World) -> None:
 @when("I undelete the sandbox")
 def _(world: World, request: pytest.FixtureRequest) -> None:
     sandbox_id = world.require_sandbox().id
-    world.last = attempt(lambda: world.provider.invoke("undelete", sandbox_id))
+    world.last = attempt(lambda: world.invoke("undelete", sandbox_id))
     if world.last.error is None:
-        _cleanup(request, lambda: world.provider.delete(sandbox_id))
+        cleanup(request, lambda: world.provider.delete(sandbox_id))
 
 
 @then("the undelete answers a handle for the same sandbox")
@@ -474,7 +467,8 @@ def _(world: World) -> None:
 def _forget_snapshot(world: World, request: pytest.FixtureRequest, snapshot_id: str, provider: Any = None) -> None:
     provider = provider or world.provider
     if provider.capabilities.declares("snapshots"):
-        _cleanup(request, lambda: provider.invoke("delete a snapshot", None, snapshot_id=snapshot_id))
+        operations = world.facet("operations", "delete a snapshot", provider)
+        cleanup(request, lambda: operations.invoke("delete a snapshot", None, snapshot_id=snapshot_id))
 
 
 @when("I take a filesystem snapshot of the sandbox")
@@ -482,8 +476,8 @@ def _(world: World, request: pytest.FixtureRequest) -> None:
     name = world.token("conformance-snapshot")
     answer = _invoke_ok(world, "snapshot", world.require_sandbox().id, include_memory=False, name=name)
     world.values["snapshot_name"] = name
-    world.values["snapshot_id"] = answer["snapshot_id"]
-    _forget_snapshot(world, request, answer["snapshot_id"])
+    world.values["snapshot_id"] = answer.id
+    _forget_snapshot(world, request, answer.id)
 
 
 @when("I create a sandbox from that snapshot by name")
@@ -496,9 +490,9 @@ def _(world: World) -> None:
 
 @when("I snapshot the sandbox including its memory and running processes")
 def _(world: World, request: pytest.FixtureRequest) -> None:
-    world.last = attempt(lambda: world.provider.invoke("snapshot", world.require_sandbox().id, include_memory=True))
-    if world.last.error is None and isinstance(world.last.answer, dict) and world.last.answer.get("snapshot_id"):
-        _forget_snapshot(world, request, world.last.answer["snapshot_id"])
+    world.last = attempt(lambda: world.invoke("snapshot", world.require_sandbox().id, include_memory=True))
+    if world.last.error is None and isinstance(world.last.answer, SnapshotRef) and world.last.answer.id:
+        _forget_snapshot(world, request, world.last.answer.id)
 
 
 @then("the snapshot is taken if live-process snapshots are declared, and otherwise refused as unsupported "
@@ -519,21 +513,20 @@ def _(world: World) -> None:
 def _(world: World, request: pytest.FixtureRequest) -> None:
     name = world.token("conformance-snapshot")
     answer = _invoke_ok(world, "create a snapshot", world.require_sandbox().id, name=name)
-    world.values["snapshot_id"] = answer["snapshot_id"]
-    _forget_snapshot(world, request, answer["snapshot_id"])
+    world.values["snapshot_id"] = answer.id
+    _forget_snapshot(world, request, answer.id)
 
 
-def _snapshot_status(world: World) -> dict[str, Any]:
+def _snapshot_status(world: World) -> SnapshotInfo:
     snapshot_id = world.values["snapshot_id"]
-    status = _invoke_ok(world, "get a snapshot", None, snapshot_id=snapshot_id)["status"]
-    expect(status.get("id") == snapshot_id,
-           f"get of snapshot {snapshot_id!r} answered the status of {status.get('id')!r}")
+    status = _invoke_ok(world, "get a snapshot", None, snapshot_id=snapshot_id)
+    expect(status.id == snapshot_id, f"get of snapshot {snapshot_id!r} answered the status of {status.id!r}")
     return status
 
 
 @then("the snapshot is described with a known snapshot state")
 def _(world: World) -> None:
-    state = _snapshot_status(world).get("state")
+    state = _snapshot_status(world).state
     expect(state in SNAPSHOT_STATES,
            f"snapshot state {state!r} is not one of the protocol's snapshot states "
            f"({', '.join(sorted(SNAPSHOT_STATES))})")
@@ -541,13 +534,13 @@ def _(world: World) -> None:
 
 @then(parsers.re(r"the snapshot is described as (?P<state>active|inactive)$"))
 def _(world: World, state: str) -> None:
-    described = _snapshot_status(world).get("state")
+    described = _snapshot_status(world).state
     expect(described == state, f"snapshot {world.values['snapshot_id']} should be {state}; it is {described!r}")
 
 
 def _delete_snapshot(world: World) -> Attempt:
     snapshot_id = world.values["snapshot_id"]
-    return attempt(lambda: world.provider.invoke("delete a snapshot", None, snapshot_id=snapshot_id))
+    return attempt(lambda: world.invoke("delete a snapshot", None, snapshot_id=snapshot_id))
 
 
 @when("I delete the snapshot twice at the same time")
@@ -571,18 +564,18 @@ def _(world: World) -> None:
 @then("the snapshot is reported gone")
 def _(world: World) -> None:
     snapshot_id = world.values["snapshot_id"]
-    outcome = attempt(lambda: world.provider.invoke("get a snapshot", None, snapshot_id=snapshot_id))
+    outcome = attempt(lambda: world.invoke("get a snapshot", None, snapshot_id=snapshot_id))
     if outcome.error is not None:
         _expect_refusal(outcome, f"get of deleted snapshot {snapshot_id}", "not_found")
         return
-    state = outcome.answer["status"].get("state")
+    state = outcome.answer.state
     expect(state == "deleting", f"deleted snapshot {snapshot_id} is still described, in state {state!r}")
 
 
 @when(parsers.re(r"I (?P<verb>activate|deactivate) the snapshot$"))
 def _(world: World, verb: str) -> None:
     snapshot_id = world.values["snapshot_id"]
-    world.last = attempt(lambda: world.provider.invoke(f"{verb} a snapshot", None, snapshot_id=snapshot_id))
+    world.last = attempt(lambda: world.invoke(f"{verb} a snapshot", None, snapshot_id=snapshot_id))
     if verb == "activate":
         world.last.expect_success("activating the snapshot")
 
@@ -608,7 +601,8 @@ def _(world: World) -> None:
 @when(parsers.re(r"I create a snapshot of the sandbox asking for a different (?P<field>sandbox_kind|resources)$"))
 def _(world: World, field: str, request: pytest.FixtureRequest) -> None:
     fresh = world.fresh
-    expect(fresh is not None and fresh.raw is not None, "this scenario needs a wire-level channel")
+    expect(fresh is not None, "the scenario has no freshly started provider (a Given step is missing)")
+    wire = world.wire(fresh, "this scenario needs a wire-level channel")
     status = world.require_sandbox().status.raw or {}
     # Whatever the sandbox has, ask for something else: a snapshot inherits kind and resources.
     if field == "sandbox_kind":
@@ -619,7 +613,7 @@ def _(world: World, field: str, request: pytest.FixtureRequest) -> None:
     spec = {"name": world.token("conformance-snapshot"),
             "source": {"sandbox": {"id": world.require_sandbox().id, "include_memory": False}}, field: different}
     world.values["asked"] = different
-    world.last = attempt(lambda: fresh.raw.call("snapshot/create", {"spec": spec}))
+    world.last = attempt(lambda: wire.call(wire.vocabulary.method("create a snapshot"), {"spec": spec}))
     if world.last.error is None and isinstance(world.last.answer, dict) and world.last.answer.get("snapshot_id"):
         _forget_snapshot(world, request, world.last.answer["snapshot_id"], provider=fresh)
 
@@ -633,7 +627,7 @@ def _(world: World, field: str) -> None:
 @when(parsers.re(r"I list the provider's (?P<service>snapshots|volumes)$"))
 def _(world: World, service: str) -> None:
     world.values["service"] = service
-    world.last = attempt(lambda: world.provider.invoke(f"list {service}", None))
+    world.last = attempt(lambda: world.invoke(f"list {service}", None))
 
 
 @then(parsers.re(r"the listing is served if (?P<service>snapshots|volumes) is declared, and otherwise refused as "
@@ -657,14 +651,14 @@ def _(world: World) -> None:
 
 @then("the platform names a non-empty lowercase operating system")
 def _(world: World) -> None:
-    os_name = world.values["platform"].get("os")
+    os_name = world.values["platform"].os
     expect(isinstance(os_name, str) and os_name != "" and os_name == os_name.lower(),
            f"platform os should be a non-empty lowercase name such as linux or macos; it is {os_name!r}")
 
 
 @then("the platform names an architecture, not a kernel release")
 def _(world: World) -> None:
-    arch = world.values["platform"].get("arch")
+    arch = world.values["platform"].arch
     expect(isinstance(arch, str) and arch != "" and "." not in arch,
            f"platform arch should be an architecture name such as x86_64 or aarch64; it is {arch!r}")
 
@@ -704,7 +698,7 @@ def _honoured(world: World, field: str) -> tuple[bool, Any]:
     if field == "resources":
         cores = (status.get("resources") or {}).get("cpu_cores")
         return cores == world.values["asked"], f"its status reports cpu_cores {cores!r}"
-    user = _run_ok(world, sandbox.id, "id -un").decode(errors="replace").strip()
+    user = run_ok(world, sandbox.id, "id -un").decode(errors="replace").strip()
     return user == world.values["asked"], f"its commands run as {user!r}"
 
 
@@ -748,14 +742,14 @@ def _(world: World) -> None:
 
 @when("I set the sandbox's timers, leaving them all unset")
 def _(world: World) -> None:
-    world.last = attempt(lambda: world.provider.invoke("set timers", world.require_sandbox().id, timers=_timers()))
+    world.last = attempt(lambda: world.invoke("set timers", world.require_sandbox().id, timers=_timers()))
     world.values["timers"] = "every timer null (the provider's defaults)"
 
 
 @when("I switch the sandbox's idle auto-stop timer off with a zero duration")
 def _(world: World) -> None:
     timers = _timers(auto_stop_after_idle={"secs": 0, "nanos": 0})
-    world.last = attempt(lambda: world.provider.invoke("set timers", world.require_sandbox().id, timers=timers))
+    world.last = attempt(lambda: world.invoke("set timers", world.require_sandbox().id, timers=timers))
     world.values["timers"] = "auto_stop_after_idle zero (switched off)"
 
 
@@ -781,7 +775,7 @@ def _(world: World) -> None:
 
 @when("I fork the sandbox without its memory")
 def _(world: World) -> None:
-    world.last = attempt(lambda: world.provider.invoke("fork", world.require_sandbox().id, include_memory=False))
+    world.last = attempt(lambda: world.invoke("fork", world.require_sandbox().id, include_memory=False))
 
 
 @then("the fork is refused as invalid_spec naming include_memory, or as unsupported naming lifecycle.fork "
@@ -824,7 +818,7 @@ def _(world: World) -> None:
     policy = "allow_all" if caps.declares("network.allow_all") else "block" if caps.declares("network.block_all") \
         else "provider_default"
     world.values["policy"] = policy
-    world.last = attempt(lambda: world.provider.invoke("update network", world.require_sandbox().id, network=policy))
+    world.last = attempt(lambda: world.invoke("update network", world.require_sandbox().id, network=policy))
 
 
 @then("the change is accepted")
@@ -841,7 +835,7 @@ def _(world: World) -> None:
 
 @then("the sandbox still runs commands")
 def _(world: World) -> None:
-    _run_ok(world, world.require_sandbox().id, "true")
+    run_ok(world, world.require_sandbox().id, "true")
 
 
 # -- volumes ---------------------------------------------------------------------------------------
@@ -850,31 +844,31 @@ def _(world: World) -> None:
 @when("I create a volume")
 def _(world: World, request: pytest.FixtureRequest) -> None:
     name = world.token("conformance-volume")
-    volume_id = _invoke_ok(world, "create a volume", None, name=name)["volume_id"]
+    volume_id = _invoke_ok(world, "create a volume", None, name=name).id
     world.values.update(volume_name=name, volume_id=volume_id)
-    _cleanup(request, lambda: world.provider.invoke("delete a volume", None, volume_id=volume_id))
+    cleanup(request, lambda: world.invoke("delete a volume", None, volume_id=volume_id))
 
 
 @then("the volume is described with a known volume state")
 def _(world: World) -> None:
     volume_id = world.values["volume_id"]
-    status = _invoke_ok(world, "get a volume", None, volume_id=volume_id)["status"]
-    expect(status.get("id") == volume_id, f"get of volume {volume_id!r} answered the status of {status.get('id')!r}")
-    expect(status.get("state") in VOLUME_STATES,
-           f"volume state {status.get('state')!r} is not one of the protocol's volume states "
+    status = _invoke_ok(world, "get a volume", None, volume_id=volume_id)
+    expect(status.id == volume_id, f"get of volume {volume_id!r} answered the status of {status.id!r}")
+    expect(status.state in VOLUME_STATES,
+           f"volume state {status.state!r} is not one of the protocol's volume states "
            f"({', '.join(sorted(VOLUME_STATES))})")
 
 
 @then("listing volumes includes it")
 def _(world: World) -> None:
-    listed = [v.get("id") for v in _invoke_ok(world, "list volumes", None)["volumes"]]
+    listed = [v.id for v in _invoke_ok(world, "list volumes", None).volumes]
     expect(world.values["volume_id"] in listed, f"volume {world.values['volume_id']} is not listed; listed {listed}")
 
 
 @when(parsers.re(r"I delete the volume(?: again)?$"))
 def _(world: World) -> None:
     volume_id = world.values["volume_id"]
-    world.attempts.append(attempt(lambda: world.provider.invoke("delete a volume", None, volume_id=volume_id)))
+    world.attempts.append(attempt(lambda: world.invoke("delete a volume", None, volume_id=volume_id)))
 
 
 @then("both volume deletes succeed")
@@ -887,11 +881,11 @@ def _(world: World) -> None:
 @then("the volume is reported gone")
 def _(world: World) -> None:
     volume_id = world.values["volume_id"]
-    outcome = attempt(lambda: world.provider.invoke("get a volume", None, volume_id=volume_id))
+    outcome = attempt(lambda: world.invoke("get a volume", None, volume_id=volume_id))
     if outcome.error is not None:
         _expect_refusal(outcome, f"get of deleted volume {volume_id}", "not_found")
         return
-    state = outcome.answer["status"].get("state")
+    state = outcome.answer.state
     expect(state in ("deleting", "deleted"), f"deleted volume {volume_id} is still described, in state {state!r}")
 
 
@@ -912,13 +906,14 @@ def _timestamp(value: Any) -> float | None:
 
 @when("I ask for SSH access to the sandbox")
 def _(world: World) -> None:
-    answer = _invoke_ok(world, "create ssh access", world.require_sandbox().id)
-    world.values["ssh"] = answer.get("access") or {}
+    access = _invoke_ok(world, "create ssh access", world.require_sandbox().id)
+    expect(isinstance(access, SshAccess), f"SSH access should answer an access; it answered {access!r}")
+    world.values["ssh"] = access
 
 
 @then("the access is a single command line with no placeholders left to fill in")
 def _(world: World) -> None:
-    command = world.values["ssh"].get("command")
+    command = world.values["ssh"].command
     expect(isinstance(command, str) and command.strip() != "", f"the SSH access carries no command: {command!r}")
     expect("\n" not in command.strip(), f"the SSH access command spans several lines: {command!r}")
     leftover = PLACEHOLDER.search(command)
@@ -930,7 +925,7 @@ def _(world: World) -> None:
 def _(world: World, seconds: int) -> None:
     world.values["ttl_s"] = seconds
     world.values["asked_at"] = time.time()
-    world.last = attempt(lambda: world.provider.invoke("create ssh access", world.require_sandbox().id,
+    world.last = attempt(lambda: world.invoke("create ssh access", world.require_sandbox().id,
                                                        ttl_ms=seconds * 1000))
 
 
@@ -943,25 +938,25 @@ def _(world: World, seconds: int) -> None:
         expect(error.detail.get("capability") == "access.ssh.ttl",
                f"the refusal should name capability access.ssh.ttl; it names {error.detail.get('capability')!r}")
         return
-    access = (world.last.expect_success(f"{what} (access.ssh_ttl is declared)") or {}).get("access") or {}
-    expires = _timestamp(access.get("expires_at"))
+    access: SshAccess = world.last.expect_success(f"{what} (access.ssh_ttl is declared)")
+    expires = _timestamp(access.expires_at)
     asked_at = world.values["asked_at"]
     # Minutes of slack either way: a remote provider's clock need not agree with ours.
     expect(expires is not None and asked_at - 120 <= expires <= asked_at + seconds + 120,
-           f"{what} should expire about {seconds} s from now; it says expires_at {access.get('expires_at')!r}")
+           f"{what} should expire about {seconds} s from now; it says expires_at {access.expires_at!r}")
 
 
 @then("the access carries a token")
 def _(world: World) -> None:
-    token = world.values["ssh"].get("token")
+    token = world.values["ssh"].token
     expect(isinstance(token, str) and token != "",
            f"a provider that declares access.ssh_revoke must hand out revocable tokens; the access carries {token!r}")
 
 
 @when("I revoke that token")
 def _(world: World) -> None:
-    token = world.values["ssh"]["token"]
-    world.last = attempt(lambda: world.provider.invoke("revoke ssh access", world.require_sandbox().id, token=token))
+    token = world.values["ssh"].token
+    world.last = attempt(lambda: world.invoke("revoke ssh access", world.require_sandbox().id, token=token))
 
 
 @then("the revocation succeeds")

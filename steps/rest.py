@@ -13,7 +13,7 @@ from pytest_bdd import parsers, then, when
 from conformance.adapter import ExecOutcome, ExecRequest, ProviderAdapter, SandboxRequest
 from conformance.errors import ApplicationErrorAnswer, ProviderCallError
 
-from ._world import World, attempt, expect
+from ._shared import World, attempt, expect
 
 REFUSED_STATUSES = (401, 403)
 # Another scenario's sandbox may show up in a listing for as long as that scenario runs; a sandbox a
@@ -42,7 +42,8 @@ def _(world: World) -> None:
 
 @when(parsers.re(r"I create a sandbox (?P<how>without credentials|with a wrong credential)$"))
 def _(world: World, how: str) -> None:
-    other = world.provider.with_credentials("none" if how == "without credentials" else "wrong")
+    kind = "none" if how == "without credentials" else "wrong"
+    other = world.credentials(kind).with_credentials(kind)
     world.last = attempt(lambda: other.create(SandboxRequest()))
 
 
@@ -70,7 +71,7 @@ def _(world: World) -> None:
 @when("I list, describe, run a command in and delete the sandbox without credentials")
 def _(world: World) -> None:
     sandbox_id = world.require_sandbox().id
-    other = world.provider.with_credentials("none")
+    other = world.credentials("none").with_credentials("none")
     outcome: ExecOutcome = other.exec(sandbox_id, ExecRequest("true"))
     world.values["refusals"] = {
         "list": attempt(lambda: other.list(None)).error,
@@ -100,7 +101,7 @@ def _(world: World) -> None:
 
 @when("I ask the provider for its health without credentials")
 def _(world: World) -> None:
-    world.last = attempt(world.provider.with_credentials("none").health)
+    world.last = attempt(world.credentials("none").with_credentials("none").health)
 
 
 @then("the health status is ok")

@@ -6,8 +6,7 @@ from pytest_bdd import parsers, then, when
 
 from conformance.errors import ProviderViolation
 
-from ._world import Attempt, World, attempt, expect
-from .wire import fresh_provider, raw_channel
+from ._shared import Attempt, World, attempt, expect, fresh_provider, raw_channel
 
 HEALTH_STATUSES = ("ok", "unreachable", "unauthorized", "unknown")
 

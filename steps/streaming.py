@@ -10,8 +10,7 @@ from pytest_bdd import parsers, then, when
 
 from conformance.adapter import ExecRequest, OutputChunk, RunningExec, StreamOutcome
 
-from ._world import World, attempt, expect
-from .exec import _unescape, sanitization_mode
+from ._shared import World, attempt, expect, sanitization_mode, unescape
 
 # Generous: the machine is shared, and a large stream crosses two JSON codecs.
 LARGE_STREAM_TIMEOUT_S = 300.0
@@ -38,7 +37,7 @@ def _finish(world: World, running: RunningExec, timeout_s: float | None = None) 
 
 
 def _start(world: World, request: ExecRequest, retained_limit: int | None = None) -> RunningExec:
-    return world.provider.start_exec_stream(world.require_sandbox().id, request, retained_limit)
+    return world.streams("streaming exec").start_exec(world.require_sandbox().id, request, retained_limit)
 
 
 def _wait_for_first_chunk(running: RunningExec, limit_s: float = FIRST_CHUNK_WAIT_S) -> None:
@@ -197,7 +196,8 @@ def _(world: World) -> None:
     running: RunningExec = world.values["running"]
     _wait_for_first_chunk(running)
     world.values["cancelled_at"] = time.monotonic()
-    attempt(lambda: world.provider.cancel_exec(running.exec_id)).expect_success("cancelling a running exec")
+    streams = world.streams("cancel an exec")
+    attempt(lambda: streams.cancel_exec(running.exec_id)).expect_success("cancelling a running exec")
 
 
 @when(parsers.parse("while it runs I cancel an exec id that is {which}"))
@@ -212,7 +212,8 @@ def _(world: World, which: str) -> None:
     else:
         raise AssertionError(f"the scenario names an unknown kind of exec id {which!r}")
     _wait_for_first_chunk(running)
-    world.last = attempt(lambda: world.provider.cancel_exec(exec_id))
+    streams = world.streams("cancel an exec")
+    world.last = attempt(lambda: streams.cancel_exec(exec_id))
     world.values["cancelled_id"] = exec_id
 
 
@@ -235,7 +236,7 @@ def _(world: World) -> None:
 def _(world: World, text: str) -> None:
     stream = _stream(world)
     _ran(stream)
-    expected = _unescape(text)
+    expected = unescape(text)
     got = _streamed(stream, "stdout")
     expect(got == expected,
            f"the stdout chunks should add up to {expected!r}, in order; they add up to {got[:200]!r} "

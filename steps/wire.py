@@ -7,115 +7,47 @@ sends switch off the check for answers nobody asked for.
 
 from __future__ import annotations
 
-import json
 import re
 import time
-from collections.abc import Callable
 from typing import Any
 
 from pytest_bdd import given, parsers, then, when
 
-from conformance.adapter import EventRoute, ExecRequest, ProviderAdapter, RawChannel, SandboxRequest
+from conformance.adapter import EventRoute, ExecRequest, SandboxRequest
 from conformance.errors import ProviderCallError, ProviderViolation
 
-from ._world import World, attempt, expect
+from ._shared import (
+    ANSWER_DEADLINE_S,
+    NEVER_ISSUED_ID,
+    RAW_ID_BASE,
+    World,
+    answered,
+    answers_counted,
+    attempt,
+    exchange,
+    expect,
+    first,
+    fresh_provider,
+    is_answer,
+    is_notification,
+    notification_line,
+    preview,
+    raw_channel,
+    request_line,
+)
 
-JSONRPC_VERSION = "2.0"
-V1_NOTIFICATIONS = ("exec/output", "logs/output", "host/event", "host/log")
 SNAKE_CASE = re.compile(r"[a-z][a-z0-9_]*")
 # Fields whose values are maps keyed by whatever the user chose, so their keys follow no naming rule.
 USER_KEYED_FIELDS = frozenset({"labels", "env", "headers", "provider_config"})
-NEVER_ISSUED_ID = "conformance-never-issued-sandbox"
-# Raw requests carry ids far above the connection's own counter, so no answer is mistaken for another.
-RAW_ID_BASE = 7_340_032
-ANSWER_DEADLINE_S = 5.0
-# After the awaited answers, listen this long for answers that should never come.
-QUIET_S = 0.5
 
 
-# -- helpers shared with the errors and session steps ----------------------------------------------
+def _initialize(wire) -> tuple[str, dict[str, Any]]:
+    """An initialize request in the dialect's words: its method and params."""
+    return wire.vocabulary.method("initialize"), wire.vocabulary.initialize_params()
 
 
-def fresh_provider(world: World) -> ProviderAdapter:
-    expect(world.fresh is not None, "the scenario has no freshly started provider (a Given step is missing)")
-    assert world.fresh is not None
-    return world.fresh
-
-
-def raw_channel(world: World) -> RawChannel:
-    raw = fresh_provider(world).raw
-    expect(raw is not None, "this provider's dialect has no wire-level channel")
-    assert raw is not None
-    return raw
-
-
-def is_notification(message: Any) -> bool:
-    return isinstance(message, dict) and "method" in message and "id" not in message
-
-
-def is_answer(message: Any) -> bool:
-    """Anything on stdout that is not a notification: responses, and whatever else does not belong there."""
-    return not is_notification(message)
-
-
-def request_line(request_id: int, method: str, params: Any) -> bytes:
-    return json.dumps({"jsonrpc": JSONRPC_VERSION, "id": request_id, "method": method, "params": params},
-                      separators=(",", ":")).encode("utf-8")
-
-
-def notification_line(method: str, params: Any) -> bytes:
-    return json.dumps({"jsonrpc": JSONRPC_VERSION, "method": method, "params": params},
-                      separators=(",", ":")).encode("utf-8")
-
-
-def preview(message: Any, limit: int = 300) -> str:
-    text = message if isinstance(message, str) else json.dumps(message, separators=(",", ":"))
-    return text if len(text) <= limit else text[:limit] + f"… ({len(text)} characters)"
-
-
-def first(offenders: list[Any]) -> str:
-    """The first offending message, for a failure message."""
-    return preview(offenders[0]) if offenders else ""
-
-
-def flush(raw: RawChannel) -> None:
-    """Forget what arrived before this point (answers to earlier adapter calls)."""
-    while raw.next_message(0.0) is not None:
-        pass
-
-
-def exchange(raw: RawChannel, frame: bytes, done: Callable[[list[Any]], bool],
-             deadline_s: float = ANSWER_DEADLINE_S, quiet_s: float = QUIET_S) -> list[Any]:
-    """Send ``frame`` in a single write and collect every message until ``done`` holds (or the deadline
-    passes), then until the provider has been silent for ``quiet_s``.
-
-    One write matters: lines a test sends back to back in separate writes may or may not reach the
-    provider in one read, which would make a provider's read-loop bugs show up only sometimes.
-    """
-    flush(raw)
-    raw.send_line(frame)
-    received: list[Any] = []
-    deadline = time.monotonic() + deadline_s
-    while not done(received):
-        left = deadline - time.monotonic()
-        if left <= 0:
-            break
-        message = raw.next_message(left)
-        if message is None:
-            break
-        received.append(message)
-    while (message := raw.next_message(quiet_s)) is not None:
-        received.append(message)
-    return received
-
-
-def answered(request_id: int) -> Callable[[list[Any]], bool]:
-    return lambda received: any(isinstance(m, dict) and m.get("id") == request_id and "method" not in m
-                                for m in received)
-
-
-def answers_counted(count: int) -> Callable[[list[Any]], bool]:
-    return lambda received: sum(1 for m in received if is_answer(m)) >= count
+def _describe(wire, sandbox_id: str) -> tuple[str, dict[str, Any]]:
+    return wire.vocabulary.method("describe"), {wire.vocabulary.sandbox_field: sandbox_id}
 
 
 # -- a representative session ------------------------------------------------------------------------
@@ -135,7 +67,7 @@ def _(world: World) -> None:
     sandbox = fresh.create(SandboxRequest(labels={"conformance.wire": "session"}, events=route))
     # Output with line breaks and quotes, which a message must carry escaped.
     fresh.exec(sandbox.id, ExecRequest(command=BUFFERED_COMMAND))
-    fresh.exec_stream(sandbox.id, ExecRequest(command=STREAMED_COMMAND))
+    world.streams("streaming exec", fresh).exec(sandbox.id, ExecRequest(command=STREAMED_COMMAND))
     fresh.describe(sandbox.id)
     fresh.delete(sandbox.id, events=route)
     try:
@@ -164,21 +96,24 @@ def _(world: World) -> None:
 
 @then("every message the provider wrote declares JSON-RPC version 2.0")
 def _(world: World) -> None:
-    bad = [m for m in _session_messages(world) if isinstance(m, dict) and m.get("jsonrpc") != JSONRPC_VERSION]
+    version = raw_channel(world).vocabulary.jsonrpc
+    bad = [m for m in _session_messages(world) if isinstance(m, dict) and m.get("jsonrpc") != version]
     expect(not bad, f"{len(bad)} message(s) do not carry jsonrpc \"2.0\"; the first: {first(bad)}")
 
 
 @then("the only notifications the provider sent were exec/output, logs/output, host/event or host/log")
 def _(world: World) -> None:
+    allowed = raw_channel(world).vocabulary.notifications
     methods = sorted({str(m["method"]) for m in _session_messages(world) if is_notification(m)})
-    unknown = [method for method in methods if method not in V1_NOTIFICATIONS]
+    unknown = [method for method in methods if method not in allowed]
     expect(not unknown, f"the provider sent notifications a version 1 plugin must not send: {unknown} "
-                        f"(allowed: {', '.join(V1_NOTIFICATIONS)})")
+                        f"(allowed: {', '.join(allowed)})")
 
 
 @then("the provider sent no host/log notification")
 def _(world: World) -> None:
-    logs = [m for m in _session_messages(world) if is_notification(m) and m.get("method") == "host/log"]
+    log = raw_channel(world).vocabulary.log_notification
+    logs = [m for m in _session_messages(world) if is_notification(m) and m.get("method") == log]
     expect(not logs, f"the provider sent {len(logs)} host/log notification(s); host/log is reserved and logs "
                      f"belong on stderr. The first: {first(logs)}")
 
@@ -226,23 +161,25 @@ def _fresh_sandbox_id(world: World) -> str:
 @when("the host sends blank and whitespace-only lines followed by a request")
 def _(world: World) -> None:
     marker = RAW_ID_BASE + 1
-    frame = b"\n   \n\t \t\n\n" + request_line(marker, "initialize", {"protocol_version": 1})
+    wire = raw_channel(world)
+    frame = b"\n   \n\t \t\n\n" + request_line(wire, marker, *_initialize(wire))
     world.values["marker"] = marker
-    world.values["exchange"] = exchange(raw_channel(world), frame, answered(marker))
+    world.values["exchange"] = exchange(wire, frame, answered(marker))
 
 
 @when("the host sends notifications followed by a request")
 def _(world: World) -> None:
     marker = RAW_ID_BASE + 2
+    wire = raw_channel(world)
     # Each would get an answer if it were a request: a result, an application error, "method not found".
     frame = b"\n".join([
-        notification_line("provider/health", None),
-        notification_line("sandbox/describe", {"sandbox_id": NEVER_ISSUED_ID}),
-        notification_line("conformance/no-such-notification", {}),
-        request_line(marker, "initialize", {"protocol_version": 1}),
+        notification_line(wire, wire.vocabulary.method("health"), None),
+        notification_line(wire, *_describe(wire, NEVER_ISSUED_ID)),
+        notification_line(wire, "conformance/no-such-notification", {}),
+        request_line(wire, marker, *_initialize(wire)),
     ])
     world.values["marker"] = marker
-    world.values["exchange"] = exchange(raw_channel(world), frame, answered(marker))
+    world.values["exchange"] = exchange(wire, frame, answered(marker))
 
 
 @then("the provider answered that request and nothing else")
@@ -260,15 +197,16 @@ def _(world: World) -> None:
 @when(parsers.parse("the host sends {count:d} requests in a single write, without waiting for any answer"))
 def _(world: World, count: int) -> None:
     sandbox_id = _fresh_sandbox_id(world)
+    wire = raw_channel(world)
     requests: dict[int, tuple[str, Any]] = {}
     for index in range(count):
         if index % 3 == 2:
-            requests[RAW_ID_BASE + 100 + index] = ("initialize", {"protocol_version": 1})
+            requests[RAW_ID_BASE + 100 + index] = _initialize(wire)
         else:
-            requests[RAW_ID_BASE + 100 + index] = ("sandbox/describe", {"sandbox_id": sandbox_id})
-    frame = b"\n".join(request_line(request_id, *request) for request_id, request in requests.items())
+            requests[RAW_ID_BASE + 100 + index] = _describe(wire, sandbox_id)
+    frame = b"\n".join(request_line(wire, request_id, *request) for request_id, request in requests.items())
     world.values["requests"] = requests
-    world.values["exchange"] = exchange(raw_channel(world), frame, answers_counted(count), quiet_s=0.2)
+    world.values["exchange"] = exchange(wire, frame, answers_counted(count), quiet_s=0.2)
 
 
 def _answers_by_id(world: World) -> dict[Any, list[dict[str, Any]]]:
@@ -298,41 +236,45 @@ def _(world: World) -> None:
     requests: dict[int, tuple[str, Any]] = world.values["requests"]
     sandbox_id = _fresh_sandbox_id(world)
     protocol_version = fresh_provider(world).identity.protocol_version
+    vocabulary = raw_channel(world).vocabulary
     by_id = _answers_by_id(world)
     for request_id, (method, _params) in requests.items():
         answer = by_id[request_id][0]
         result = answer.get("result")
         expect(isinstance(result, dict),
                f"{method} (id {request_id}) should succeed; it was answered {preview(answer)}")
-        if method == "sandbox/describe":
+        if method == vocabulary.method("describe"):
             status = result.get("status") if isinstance(result.get("status"), dict) else {}
             expect(status.get("id") == sandbox_id,
                    f"the answer under id {request_id} should describe sandbox {sandbox_id!r}: "
                    f"{preview(answer)}")
         else:
-            expect(result.get("protocol_version") == protocol_version,
+            expect(result.get(vocabulary.version_field) == protocol_version,
                    f"the answer under id {request_id} should be an initialize answer: {preview(answer)}")
 
 
-LARGE_IDS = {
-    2**32 + 1: ("initialize", {"protocol_version": 1}, "result"),
-    2**53 + 1: ("sandbox/describe", {"sandbox_id": NEVER_ISSUED_ID}, "error"),  # a double rounds it to 2**53
-    2**64 - 1: ("conformance/no-such-method", {}, "error"),  # the largest unsigned 64-bit id
-}
+def _large_ids(wire) -> dict[int, tuple[str, Any, str]]:
+    """Requests under large unsigned ids, and the form of answer each must get."""
+    return {
+        2**32 + 1: (*_initialize(wire), "result"),
+        2**53 + 1: (*_describe(wire, NEVER_ISSUED_ID), "error"),  # a double rounds it to 2**53
+        2**64 - 1: ("conformance/no-such-method", {}, "error"),  # the largest unsigned 64-bit id
+    }
 
 
 @when("the host sends requests with large unsigned ids, one answered with a result and two with errors")
 def _(world: World) -> None:
-    frame = b"\n".join(request_line(request_id, method, params)
-                       for request_id, (method, params, _form) in LARGE_IDS.items())
-    world.values["exchange"] = exchange(raw_channel(world), frame, answers_counted(len(LARGE_IDS)),
-                                        quiet_s=0.2)
+    wire = raw_channel(world)
+    large_ids = _large_ids(wire)
+    frame = b"\n".join(request_line(wire, request_id, method, params)
+                       for request_id, (method, params, _form) in large_ids.items())
+    world.values["exchange"] = exchange(wire, frame, answers_counted(len(large_ids)), quiet_s=0.2)
 
 
 @then("each of those requests was answered under exactly its own id")
 def _(world: World) -> None:
     by_id = _answers_by_id(world)
-    for request_id, (method, _params, form) in LARGE_IDS.items():
+    for request_id, (method, _params, form) in _large_ids(raw_channel(world)).items():
         answers = by_id.get(request_id, [])
         expect(len(answers) == 1,
                f"{method} sent with id {request_id} should be answered once under exactly that id; "
@@ -346,7 +288,8 @@ def _(world: World) -> None:
 def _(world: World) -> None:
     answers = [m for m in world.values["exchange"] if is_answer(m)]
     expect(bool(answers), "no answers arrived")
-    bad = [m for m in answers if not isinstance(m, dict) or m.get("jsonrpc") != JSONRPC_VERSION]
+    version = raw_channel(world).vocabulary.jsonrpc
+    bad = [m for m in answers if not isinstance(m, dict) or m.get("jsonrpc") != version]
     expect(not bad, f"every answer must carry jsonrpc \"2.0\"; this one does not: {first(bad)}")
 
 
@@ -356,11 +299,12 @@ BATCH_IDS = (RAW_ID_BASE + 201, RAW_ID_BASE + 202)
 @when("the host sends two requests together as one batch, followed by a request of its own")
 def _(world: World) -> None:
     marker = RAW_ID_BASE + 203
-    batch = b"[" + request_line(BATCH_IDS[0], "initialize", {"protocol_version": 1}) + b"," \
-        + request_line(BATCH_IDS[1], "sandbox/describe", {"sandbox_id": NEVER_ISSUED_ID}) + b"]"
+    wire = raw_channel(world)
+    batch = b"[" + request_line(wire, BATCH_IDS[0], *_initialize(wire)) + b"," \
+        + request_line(wire, BATCH_IDS[1], *_describe(wire, NEVER_ISSUED_ID)) + b"]"
     world.values["marker"] = marker
-    frame = batch + b"\n" + request_line(marker, "initialize", {"protocol_version": 1})
-    world.values["exchange"] = exchange(raw_channel(world), frame, answered(marker))
+    frame = batch + b"\n" + request_line(wire, marker, *_initialize(wire))
+    world.values["exchange"] = exchange(wire, frame, answered(marker))
 
 
 @then("the batch was refused with a single error object, not an array")
@@ -393,7 +337,7 @@ FIRST_CHUNK_WAIT_S = 1.5
 @when("I start a streamed command that runs for about 3 seconds")
 def _(world: World) -> None:
     sandbox = world.require_sandbox()
-    running = world.provider.start_exec_stream(
+    running = world.streams("streaming exec").start_exec(
         sandbox.id, ExecRequest(command="printf 'started\\n'; sleep 3; printf 'finished\\n'", timeout_s=30.0))
     world.values["running"] = running
     # A provider that streams live shows the command has started; one that does not is given a moment.

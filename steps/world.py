@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pytest_bdd import given
 
-from ._world import World
+from ._shared import World
 
 
 @pytest.fixture

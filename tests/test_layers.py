@@ -126,3 +126,23 @@ def test_the_import_scanner_sees_imports_inside_functions_and_relative_ones(tmp_
     found = _imports(probe)
     assert "conformance.plugin.fixtures" in found and "pytest" in found
     assert "conformance.providers" in _imports(PACKAGE / "runner" / "__init__.py")  # imported inside a function
+
+
+STEPS_MAY_IMPORT = ("conformance.adapter", "conformance.errors")
+
+
+def test_steps_see_only_the_adapter_interface_and_the_error_taxonomy() -> None:
+    steps = sorted(_files(LAYERS["steps"][0]))
+    beyond = [f"{path.relative_to(REPO)} imports {name}" for path in steps for name in sorted(_imports(path))
+              if (name == "conformance" or name.startswith("conformance."))
+              and not any(name == allowed or name.startswith(allowed + ".") for allowed in STEPS_MAY_IMPORT)]
+    assert not beyond, beyond
+
+
+def test_step_modules_import_no_other_step_module() -> None:
+    """Shared helpers live in helper modules (names starting with ``_``); a step module never reaches
+    into another step module."""
+    steps = sorted(_files(LAYERS["steps"][0]))
+    bad = [f"{path.relative_to(REPO)} imports {name}" for path in steps for name in sorted(_imports(path))
+           if name.startswith("steps.") and not name.split(".")[1].startswith("_")]
+    assert not bad, bad

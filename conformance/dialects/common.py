@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from conformance import schemas
-from conformance.adapter import Capabilities, ProviderAdapter, ProviderIdentity
+from conformance.adapter import Capabilities, ProviderAdapter, ProviderIdentity, Wire, WireVocabulary
 from conformance.dialects.jsonrpc import JsonRpcConnection, JsonRpcRaw, Violation
 from conformance.errors import ProtocolErrorAnswer, ProviderCallError, ProviderStartError
 from conformance.schemas import SchemaProblem
@@ -79,21 +79,71 @@ class SchemaRules:
         return protocol_error(method, error)
 
 
+class JsonRpcWire(Wire):
+    """The ``wire`` facet of a JSON-RPC adapter: its handshake record, a raw channel on its (control)
+    connection, and the dialect's vocabulary.
+
+    The raw channel starts keeping every inbound message the first time it is used (or when
+    ``keep_messages`` is called), for the rest of the connection's life; reading the handshake record
+    does not.
+    """
+
+    def __init__(self, adapter: JsonRpcAdapter, vocabulary: WireVocabulary) -> None:
+        self._adapter = adapter
+        self.vocabulary = vocabulary
+        self._raw: JsonRpcRaw | None = None
+
+    @property
+    def handshake_problems(self) -> list[Any]:
+        return self._adapter.handshake_problems
+
+    @property
+    def initialize_result(self) -> Any:
+        return self._adapter.initialize_result
+
+    def keep_messages(self) -> JsonRpcRaw:
+        """Start keeping every inbound message for ``next_message`` (idempotent)."""
+        if self._raw is None:
+            self._raw = JsonRpcRaw(self._adapter.connection)
+        return self._raw
+
+    def send_line(self, line: bytes) -> None:
+        self.keep_messages().send_line(line)
+
+    def call(self, method: str, params: Any, timeout_s: float = 10.0) -> Any:
+        return self.keep_messages().call(method, params, timeout_s)
+
+    def notify(self, method: str, params: Any) -> None:
+        self.keep_messages().notify(method, params)
+
+    def next_message(self, timeout_s: float) -> Any:
+        return self.keep_messages().next_message(timeout_s)
+
+    def close_input(self) -> None:
+        self.keep_messages().close_input()
+
+    def wait_exit(self, timeout_s: float) -> int | None:
+        return self.keep_messages().wait_exit(timeout_s)
+
+
 class JsonRpcAdapter(ProviderAdapter):
     """An adapter whose provider is a JSON-RPC plugin: identity and capabilities come from the first
     successful ``initialize`` answer; diagnostics come from the control connection."""
 
     version_key = "protocol_version"  # where the initialize answer names its protocol version
     capability_flags: Callable[[Any], dict[str, bool]] = staticmethod(lambda raw: {})
+    vocabulary: WireVocabulary  # each dialect names its own
 
     def __init__(self, connection: JsonRpcConnection, command: str, call_timeout_s: float) -> None:
         super().__init__()
         self.connection = connection
         self.command = command
         self.call_timeout_s = call_timeout_s
+        self.handshake_problems: list[Any] = []  # of the latest initialize answer (the wire facet shows them)
+        self.initialize_result: Any = None  # the first successful initialize answer
         self._identity: ProviderIdentity | None = None
         self._capabilities: Capabilities | None = None
-        self._raw: JsonRpcRaw | None = None
+        self.wire: JsonRpcWire = JsonRpcWire(self, self.vocabulary)
         connection.add_observer(self._observe)
 
     def adopt_initialize(self, result: Any) -> None:
@@ -125,12 +175,6 @@ class JsonRpcAdapter(ProviderAdapter):
         if self._capabilities is None:
             raise ProviderStartError("the provider has not completed its handshake")
         return self._capabilities
-
-    @property
-    def raw(self) -> JsonRpcRaw:
-        if self._raw is None:
-            self._raw = JsonRpcRaw(self.connection)
-        return self._raw
 
     def stderr_tail(self, since: int | None = None) -> str:
         return self.connection.transport.stderr_tail(since)

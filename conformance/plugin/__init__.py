@@ -143,8 +143,7 @@ class ConformancePlugin:
 
 def provider_info(adapter: ProviderAdapter, state: RunState) -> dict[str, Any]:
     identity = adapter.identity
-    wire = getattr(adapter, "wire", None)
-    problems = wire.handshake_problems if wire is not None else getattr(adapter, "handshake_problems", [])
+    problems = adapter.wire.handshake_problems if adapter.wire is not None else []
     info = {
         "kind": identity.kind,
         "version": identity.version,

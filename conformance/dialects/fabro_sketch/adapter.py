@@ -13,17 +13,21 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from conformance.adapter import (
+    Done,
     EventRoute,
     ExecOutcome,
     ExecRequest,
     OperationInfo,
+    OperationResult,
+    Operations,
+    PreviewUrl,
     SandboxHandle,
     SandboxRequest,
     SandboxStatus,
 )
 from conformance.dialects.commands import bash_argv
 from conformance.dialects.common import JsonRpcAdapter
-from conformance.dialects.fabro_sketch.rules import NAME, PROTOCOL_VERSION, capability_flags
+from conformance.dialects.fabro_sketch.rules import NAME, PROTOCOL_VERSION, VOCABULARY, capability_flags
 from conformance.dialects.jsonrpc import JsonRpcConnection, Violation
 from conformance.errors import ApplicationErrorAnswer, NotExpressible
 
@@ -45,13 +49,41 @@ OPERATIONS: dict[str, tuple[str, str, Callable[[str | None], dict[str, Any]]]] =
 }
 
 
+def _typed(operation: str, result: Any) -> OperationResult:
+    if operation == "get a preview url":
+        url = result.get("url") if isinstance(result, dict) else None
+        return PreviewUrl(result, url=url if isinstance(url, str) else None)
+    return Done(result)
+
+
+class SketchOperations(Operations):
+    """The sketch's optional operations; each goes to the process that owns the sandbox."""
+
+    refusal_names_capability = False  # the sketch's unsupported answer is a fixed sentence
+
+    def __init__(self, adapter: FabroSketchAdapter) -> None:
+        self._adapter = adapter
+
+    @property
+    def catalogue(self) -> Mapping[str, OperationInfo]:
+        return {name: OperationInfo(name, capability) for name, (_m, capability, _b) in OPERATIONS.items()}
+
+    def invoke(self, operation: str, sandbox_id: str | None, events: EventRoute | None = None,
+               **arguments: Any) -> OperationResult:
+        if operation not in OPERATIONS or events is not None:
+            raise NotExpressible(NAME, operation if events is None else "control-plane events")
+        method, _capability, build = OPERATIONS[operation]
+        adapter = self._adapter
+        return _typed(operation, adapter._call(adapter._route(sandbox_id), method, {**build(sandbox_id), **arguments}))
+
+
 class FabroSketchAdapter(JsonRpcAdapter):
     """A sketch plugin, possibly one process per sandbox."""
 
     dialect = NAME
     version_key = "protocolVersion"
     capability_flags = staticmethod(capability_flags)
-    reports_unsupported_capability = False  # the sketch's unsupported answer is a fixed sentence
+    vocabulary = VOCABULARY
     exec_reports = frozenset({"stage", "outcome_kind"})  # stdout and stderr are JSON strings: text only
 
     def __init__(self, control: JsonRpcConnection, connect: Connect, command: str,
@@ -66,6 +98,7 @@ class FabroSketchAdapter(JsonRpcAdapter):
         self._owners: dict[str, JsonRpcConnection] = {}  # sandbox id → the process that owns it
         self._by_scenario: dict[str, list[JsonRpcConnection]] = {}
         self._spawned = 0
+        self.operations = SketchOperations(self)
 
     # -- connections -----------------------------------------------------------------------------
 
@@ -131,10 +164,6 @@ class FabroSketchAdapter(JsonRpcAdapter):
         self.adopt_initialize(result)
         return result
 
-    @property
-    def operations(self) -> Mapping[str, OperationInfo]:
-        return {name: OperationInfo(name, capability) for name, (_m, capability, _b) in OPERATIONS.items()}
-
     # -- sandboxes -------------------------------------------------------------------------------
 
     def create(self, request: SandboxRequest) -> SandboxHandle:
@@ -181,13 +210,6 @@ class FabroSketchAdapter(JsonRpcAdapter):
 
     def shutdown(self) -> Any:
         return self._call(self.control, "shutdown", {})
-
-    def invoke(self, operation: str, sandbox_id: str | None, events: EventRoute | None = None,
-               **arguments: Any) -> Any:
-        if operation not in OPERATIONS or events is not None:
-            raise NotExpressible(NAME, operation if events is None else "control-plane events")
-        method, _capability, build = OPERATIONS[operation]
-        return self._call(self._route(sandbox_id), method, {**build(sandbox_id), **arguments})
 
     # -- exec ------------------------------------------------------------------------------------
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from conformance.adapter import WireVocabulary
 from conformance.dialects.common import SchemaRules, boolean_leaves, protocol_error
 from conformance.errors import ApplicationErrorAnswer, ProviderCallError
 
@@ -12,6 +13,16 @@ FOLDER = "fabro-sketch"
 PROTOCOL_VERSION = 1
 UNSUPPORTED_CODE = -32001
 UNSUPPORTED_MESSAGE = "this sandbox provider does not support it"
+
+VOCABULARY = WireVocabulary(
+    jsonrpc="2.0",
+    version_field="protocolVersion",
+    protocol_version=PROTOCOL_VERSION,
+    application_error_code=None,  # the sketch has one code per kind (below), no single application code
+    sandbox_field="id",
+    methods={"initialize": "initialize", "shutdown": "shutdown", "describe": "sandbox/describe", "exec": "exec"},
+    notifications=(),  # the sketch sends no notifications
+)
 
 # Sketch error codes → the protocol-neutral kinds the steps judge.
 _KINDS = {UNSUPPORTED_CODE: "unsupported", -32602: "invalid_state", -32603: "provider"}

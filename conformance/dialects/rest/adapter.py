@@ -27,6 +27,7 @@ from conformance.adapter import (
     SandboxRequest,
     SandboxStatus,
 )
+from conformance.adapter import Credentials as CredentialsFacet
 from conformance.dialects.commands import bash_argv, shell_string
 from conformance.dialects.rest import templates
 from conformance.dialects.rest.profile import CREATE_PLACEHOLDERS, Operation, Profile
@@ -76,7 +77,6 @@ class RestAdapter(ProviderAdapter):
     """One REST provider reached through ``transport`` as ``profile`` describes it."""
 
     dialect = NAME
-    reports_unsupported_capability = False  # an HTTP status names no capability
     exec_reports: frozenset[str] = frozenset()  # text stdout/stderr and an exit code; no signal, duration, stage
 
     def __init__(self, profile: Profile, transport: HttpTransport, run_labels: Mapping[str, str] | None = None,
@@ -89,6 +89,7 @@ class RestAdapter(ProviderAdapter):
         self.request_timeout_s = profile.request_timeout_s or call_timeout_s
         self._version = "unknown"
         self._closed = threading.Event()
+        self.credentials = RestCredentials(self)
         transport.add_observer(self._observe)
 
     # -- identity, capabilities and the handshake ------------------------------------------------
@@ -154,24 +155,6 @@ class RestAdapter(ProviderAdapter):
             return HealthInfo("ok", None, _json_or_none(answer))
         status = "unauthorized" if answer.status in AUTH_STATUSES else "unknown"
         return HealthInfo(status, f"HTTP {answer.status}{self._quoted_error(answer)}", _json_or_none(answer))
-
-    def with_credentials(self, kind: str) -> RestAdapter:
-        if self.profile.auth_scheme == "none":
-            raise NotExpressible(NAME, f"a request with {'no' if kind == 'none' else 'wrong'} credentials "
-                                       f"(profile {self.profile.name} uses no authentication)")
-        if kind not in ("none", "wrong"):
-            raise HarnessError(f"unknown credentials kind {kind!r}")
-        # A wrong token that looks like a real one, so a provider cannot tell it apart by its shape.
-        secret = None if kind == "none" else f"sandbox-conformance-wrong-{secrets.token_hex(16)}"
-        channel = f"{self.transport.channel}-{'no-token' if kind == 'none' else 'wrong-token'}"
-        other = RestAdapter(self.profile, self.transport.with_credentials(self.transport.credentials.replaced(secret),
-                                                                          channel),
-                            self.run_labels, self.base_spec, self.request_timeout_s)
-        other.ledger = self.ledger  # whatever it creates by mistake is cleaned up with real credentials
-        other.owner = self.owner
-        other._version = self._version
-        other._transcript = self._transcript
-        return other
 
     # -- sandboxes -------------------------------------------------------------------------------
 
@@ -404,6 +387,32 @@ class RestAdapter(ProviderAdapter):
     def close(self) -> None:
         self._closed.set()
         self.transport.close()
+
+
+class RestCredentials(CredentialsFacet):
+    """The same REST provider reached without its token or with a wrong one."""
+
+    def __init__(self, adapter: RestAdapter) -> None:
+        self._adapter = adapter
+
+    def with_credentials(self, kind: str) -> RestAdapter:
+        adapter = self._adapter
+        profile, transport = adapter.profile, adapter.transport
+        if profile.auth_scheme == "none":
+            raise NotExpressible(NAME, f"a request with {'no' if kind == 'none' else 'wrong'} credentials "
+                                       f"(profile {profile.name} uses no authentication)")
+        if kind not in ("none", "wrong"):
+            raise HarnessError(f"unknown credentials kind {kind!r}")
+        # A wrong token that looks like a real one, so a provider cannot tell it apart by its shape.
+        secret = None if kind == "none" else f"sandbox-conformance-wrong-{secrets.token_hex(16)}"
+        channel = f"{transport.channel}-{'no-token' if kind == 'none' else 'wrong-token'}"
+        other = RestAdapter(profile, transport.with_credentials(transport.credentials.replaced(secret), channel),
+                            adapter.run_labels, adapter.base_spec, adapter.request_timeout_s)
+        other.ledger = adapter.ledger  # whatever it creates by mistake is cleaned up with real credentials
+        other.owner = adapter.owner
+        other._version = adapter._version
+        other._transcript = adapter._transcript
+        return other
 
 
 def _listed(statuses: tuple[int, ...]) -> str:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import copy
 import itertools
 from collections.abc import Mapping
@@ -11,14 +10,11 @@ from typing import Any
 from conformance import schemas
 from conformance.adapter import (
     Capabilities,
-    DirEntryInfo,
     EventRoute,
     ExecOutcome,
     ExecRequest,
-    FileInfo,
     HealthInfo,
-    OperationInfo,
-    ProcessExit,
+    PlatformInfo,
     ReceivedEvent,
     SandboxHandle,
     SandboxRequest,
@@ -26,25 +22,26 @@ from conformance.adapter import (
 )
 from conformance.dialects.common import JsonRpcAdapter
 from conformance.dialects.jsonrpc import Inbound, JsonRpcConnection
-from conformance.dialects.sandbox_driver_v1.operations import OPERATIONS
+from conformance.dialects.sandbox_driver_v1.facets import (
+    V1Events,
+    V1Files,
+    V1Operations,
+    V1Processes,
+    V1Streams,
+    V1Terminals,
+    b64,
+    unb64,
+)
 from conformance.dialects.sandbox_driver_v1.rules import (
     DEFAULT_BASE_SPEC,
     NAME,
     PROTOCOL_VERSION,
+    VOCABULARY,
     capability_flags,
     common_ref,
 )
-from conformance.dialects.sandbox_driver_v1.streams import V1RunningExec, V1RunningFollow
-from conformance.errors import ApplicationErrorAnswer, NotExpressible
+from conformance.errors import ApplicationErrorAnswer
 from conformance.schemas import SchemaProblem
-
-
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
-
-
-def _unb64(text: Any) -> bytes:
-    return base64.b64decode(text) if isinstance(text, str) else b""
 
 
 def _status(raw: Any) -> SandboxStatus:
@@ -60,6 +57,7 @@ class SandboxDriverV1Adapter(JsonRpcAdapter):
     dialect = NAME
     capability_flags = staticmethod(capability_flags)
     exec_reports = frozenset({"bytes", "signal", "duration"})
+    vocabulary = VOCABULARY
 
     def __init__(
         self,
@@ -73,6 +71,12 @@ class SandboxDriverV1Adapter(JsonRpcAdapter):
         self.base_spec = dict(base_spec if base_spec is not None else DEFAULT_BASE_SPEC)
         self.run_labels = dict(run_labels or {})
         self._tokens = itertools.count(1)
+        self.files = V1Files(self)
+        self.processes = V1Processes(self)
+        self.terminals = V1Terminals(self)
+        self.streams = V1Streams(self)
+        self.operations = V1Operations(self)
+        self.events = V1Events(self)
 
     def _call(self, method: str, params: Any, timeout_s: float | None = None) -> Any:
         return self.connection.call(method, params, timeout_s or self.call_timeout_s)
@@ -86,11 +90,6 @@ class SandboxDriverV1Adapter(JsonRpcAdapter):
         result = call.result()
         self.adopt_initialize(result)
         return result
-
-    @property
-    def operations(self) -> Mapping[str, OperationInfo]:
-        return {name: OperationInfo(name, op.capability, needs_sandbox=not op.provider_level)
-                for name, op in OPERATIONS.items()}
 
     def creation_spec_problems(self, spec: Any) -> list[SchemaProblem]:
         return schemas.problems(common_ref("SandboxSpec"), spec)
@@ -185,8 +184,10 @@ class SandboxDriverV1Adapter(JsonRpcAdapter):
     def stop(self, sandbox_id: str) -> None:
         self._call("sandbox/stop", {"sandbox_id": sandbox_id})
 
-    def platform_info(self, sandbox_id: str) -> dict[str, Any]:
-        return self._call("sandbox/platform_info", {"sandbox_id": sandbox_id})["platform"]
+    def platform_info(self, sandbox_id: str) -> PlatformInfo:
+        platform = self._call("sandbox/platform_info", {"sandbox_id": sandbox_id})["platform"]
+        platform = platform if isinstance(platform, dict) else {}
+        return PlatformInfo(platform.get("os"), platform.get("arch"), platform.get("version"), platform)
 
     def health(self) -> HealthInfo:
         health = self._call("provider/health", None)["health"]
@@ -194,35 +195,6 @@ class SandboxDriverV1Adapter(JsonRpcAdapter):
 
     def shutdown(self) -> Any:
         return self._call("shutdown", None)
-
-    def invoke(self, operation: str, sandbox_id: str | None, events: EventRoute | None = None,
-               **arguments: Any) -> Any:
-        op = OPERATIONS.get(operation)
-        if op is None:
-            raise NotExpressible(NAME, operation)
-        if events is not None and not op.takes_events:
-            raise NotExpressible(NAME, f"events for {operation}")
-        result = self._evented(op.method, op.build(self, sandbox_id, arguments), events, operation)
-        if op.method in ("sandbox/fork", "sandbox/undelete") and isinstance(result, dict) and "status" in result:
-            handle = self._handle(result)
-            if op.method == "sandbox/fork":
-                self.ledger.record_created(handle.id, self.owner)
-            else:
-                self.ledger.record_restored(handle.id, self.owner)  # back in the cleanup registry
-            return handle
-        return result
-
-    def watch_events(self) -> list[ReceivedEvent]:
-        """Every control-plane event from now on, whatever its route (the list fills as they arrive)."""
-        seen: list[ReceivedEvent] = []
-
-        def collect(inbound: Inbound) -> None:
-            params = inbound.message.get("params") or {}
-            event = params.get("event") if isinstance(params.get("event"), dict) else {}
-            seen.append(ReceivedEvent(inbound.sequence, inbound.at, params.get("route_id"), event))
-
-        self.connection.listen_all("host/event", collect)
-        return seen
 
     # -- exec ------------------------------------------------------------------------------------
 
@@ -235,7 +207,7 @@ class SandboxDriverV1Adapter(JsonRpcAdapter):
         if request.working_dir is not None:
             spec["working_dir"] = request.working_dir
         if request.stdin is not None:
-            spec["stdin_b64"] = _b64(request.stdin)
+            spec["stdin_b64"] = b64(request.stdin)
         if request.sanitization is not None:
             spec["output_sanitization"] = request.sanitization
         return spec
@@ -256,114 +228,8 @@ class SandboxDriverV1Adapter(JsonRpcAdapter):
             termination=result.get("termination"),
             exit_code=result.get("exit_code"),
             signal=result.get("signal"),
-            stdout=_unb64(result.get("stdout_b64")),
-            stderr=_unb64(result.get("stderr_b64")),
+            stdout=unb64(result.get("stdout_b64")),
+            stderr=unb64(result.get("stderr_b64")),
             duration_s=duration / 1000 if isinstance(duration, int) else None,
             raw=result,
         )
-
-    def start_exec_stream(self, sandbox_id: str, request: ExecRequest, retained_limit: int | None = None,
-                          exec_id: str | None = None) -> V1RunningExec:
-        exec_id = exec_id or self.next_token(f"x{sandbox_id}")
-        params: dict[str, Any] = {"sandbox_id": sandbox_id, "exec_id": exec_id, "spec": self.exec_spec(request)}
-        if retained_limit is not None:
-            params["retained_output_limit"] = retained_limit
-        return V1RunningExec(self.connection, exec_id, params, request.timeout_s + self.call_timeout_s,
-                             self.exec_outcome)
-
-    def cancel_exec(self, exec_id: str) -> None:
-        self._call("exec/cancel", {"exec_id": exec_id})
-
-    # -- filesystem ------------------------------------------------------------------------------
-
-    def read_file(self, sandbox_id: str, path: str, offset: int | None = None, length: int | None = None) -> bytes:
-        params: dict[str, Any] = {"sandbox_id": sandbox_id, "path": path}
-        if offset is not None:
-            params["offset"] = offset
-        if length is not None:
-            params["length"] = length
-        return _unb64(self._call("fs/read", params)["content_b64"])
-
-    def write_file(self, sandbox_id: str, path: str, data: bytes, append: bool | None = None) -> None:
-        params: dict[str, Any] = {"sandbox_id": sandbox_id, "path": path, "content_b64": _b64(data)}
-        if append is not None:
-            params["append"] = append
-        self._call("fs/write", params)
-
-    def path_exists(self, sandbox_id: str, path: str) -> bool:
-        return bool(self._call("fs/exists", {"sandbox_id": sandbox_id, "path": path})["exists"])
-
-    def metadata(self, sandbox_id: str, path: str) -> FileInfo:
-        meta = self._call("fs/metadata", {"sandbox_id": sandbox_id, "path": path})["metadata"]
-        return FileInfo(str(meta.get("kind")), meta.get("size"), meta.get("mode"), meta)
-
-    def list_dir(self, sandbox_id: str, path: str, depth: int) -> list[DirEntryInfo]:
-        entries = self._call("fs/list_dir", {"sandbox_id": sandbox_id, "path": path, "depth": depth})["entries"]
-        return [DirEntryInfo(str(e.get("path")), str(e.get("kind")), e.get("size")) for e in entries]
-
-    def create_dir(self, sandbox_id: str, path: str) -> None:
-        self._call("fs/create_dir", {"sandbox_id": sandbox_id, "path": path})
-
-    def rename(self, sandbox_id: str, source: str, target: str) -> None:
-        self._call("fs/rename", {"sandbox_id": sandbox_id, "from": source, "to": target})
-
-    def delete_path(self, sandbox_id: str, path: str, recursive: bool) -> None:
-        self._call("fs/delete", {"sandbox_id": sandbox_id, "path": path, "recursive": recursive})
-
-    # -- interactive processes, terminals, logs --------------------------------------------------
-
-    def stdio_open(self, sandbox_id: str, command: str, env: Mapping[str, str] | None = None,
-                   working_dir: str | None = None, process_id: str | None = None) -> str:
-        process_id = process_id or self.next_token("stdio")
-        spec: dict[str, Any] = {"command": command, "env": dict(env or {})}
-        if working_dir is not None:
-            spec["working_dir"] = working_dir
-        self._call("exec/stdio_open", {"sandbox_id": sandbox_id, "process_id": process_id, "spec": spec})
-        return process_id
-
-    def stdio_write(self, process_id: str, data: bytes) -> None:
-        self._call("exec/stdio_input", {"process_id": process_id, "data_b64": _b64(data)})
-
-    def stdio_close_input(self, process_id: str) -> None:
-        self._call("exec/stdio_close_input", {"process_id": process_id})
-
-    def stdio_read(self, process_id: str, timeout_s: float = 10.0) -> bytes | None:
-        data = self._call("exec/stdio_output", {"process_id": process_id}, timeout_s)["data_b64"]
-        return None if data is None else _unb64(data)
-
-    def stdio_terminate(self, process_id: str) -> None:
-        self._call("exec/stdio_terminate", {"process_id": process_id})
-
-    def stdio_wait(self, process_id: str, timeout_s: float = 30.0) -> ProcessExit:
-        result = self._call("exec/stdio_wait", {"process_id": process_id}, timeout_s)
-        return ProcessExit(result.get("termination"), result.get("exit_code"), str(result.get("stderr_tail", "")))
-
-    def pty_open(self, sandbox_id: str, rows: int = 24, cols: int = 80, env: Mapping[str, str] | None = None,
-                 working_dir: str | None = None, pty_id: str | None = None) -> str:
-        pty_id = pty_id or self.next_token("pty")
-        options: dict[str, Any] = {"size": {"rows": rows, "cols": cols}, "env": dict(env or {})}
-        if working_dir is not None:
-            options["working_dir"] = working_dir
-        self._call("pty/open", {"sandbox_id": sandbox_id, "pty_id": pty_id, "options": options})
-        return pty_id
-
-    def pty_write(self, pty_id: str, data: bytes) -> None:
-        self._call("pty/input", {"pty_id": pty_id, "data_b64": _b64(data)})
-
-    def pty_read(self, pty_id: str, timeout_s: float = 10.0) -> bytes | None:
-        data = self._call("pty/output", {"pty_id": pty_id}, timeout_s)["data_b64"]
-        return None if data is None else _unb64(data)
-
-    def pty_resize(self, pty_id: str, rows: int, cols: int) -> None:
-        self._call("pty/resize", {"pty_id": pty_id, "size": {"rows": rows, "cols": cols}})
-
-    def pty_close(self, pty_id: str) -> None:
-        self._call("pty/close", {"pty_id": pty_id})
-
-    def start_log_follow(self, sandbox_id: str, source: str, stream_id: str | None = None) -> V1RunningFollow:
-        stream_id = stream_id or self.next_token("logs")
-        params = {"sandbox_id": sandbox_id, "stream_id": stream_id, "source": source}
-        return V1RunningFollow(self.connection, stream_id, params, self.call_timeout_s)
-
-    def cancel_stream(self, stream_id: str) -> None:
-        self._call("stream/cancel", {"stream_id": stream_id})

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from conformance import schemas
+from conformance.adapter import WireVocabulary
 from conformance.dialects.common import SchemaRules, boolean_leaves, protocol_error
 from conformance.errors import ApplicationErrorAnswer, ProviderCallError
 from conformance.schemas import SchemaProblem
@@ -16,6 +17,21 @@ FOLDER = "sandbox-driver-v1"
 DEFAULT_BASE_SPEC: dict[str, Any] = {"source": "host_directory"}
 
 NOTIFICATIONS = ("exec/output", "logs/output", "host/event", "host/log")
+APPLICATION_ERROR = -32000
+
+VOCABULARY = WireVocabulary(
+    jsonrpc="2.0",
+    version_field="protocol_version",
+    protocol_version=PROTOCOL_VERSION,
+    application_error_code=APPLICATION_ERROR,
+    sandbox_field="sandbox_id",
+    methods={"initialize": "initialize", "shutdown": "shutdown", "health": "provider/health",
+             "describe": "sandbox/describe", "list": "sandbox/list", "exec": "exec/run", "read a file": "fs/read",
+             "create a snapshot": "snapshot/create"},
+    notifications=NOTIFICATIONS,
+    event_notification="host/event",
+    log_notification="host/log",
+)
 
 # Capability names whose wire field is spelled differently (protocol section 5.1).
 _ALIASES = {
@@ -79,11 +95,11 @@ class V1Rules(SchemaRules):
 
     def error_answer(self, method: str, error: dict[str, Any]) -> ProviderCallError:
         data = error.get("data")
-        if error.get("code") == -32000 and isinstance(data, dict) and isinstance(data.get("report"), dict):
+        if error.get("code") == APPLICATION_ERROR and isinstance(data, dict) and isinstance(data.get("report"), dict):
             report = data["report"]
             detail = data.get("detail") if isinstance(data.get("detail"), dict) else {}
             return ApplicationErrorAnswer(
-                method=method, code=-32000, message=str(error.get("message", "")), data=data,
+                method=method, code=APPLICATION_ERROR, message=str(error.get("message", "")), data=data,
                 kind=str(report.get("kind", "unknown")), detail=detail,
                 retryable=bool(report.get("retryable", False)),
             )
