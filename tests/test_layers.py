@@ -58,3 +58,10 @@ def test_reference_providers_are_independent_of_the_suite() -> None:
     bad = _violations(paths, ("conformance.dialects", "conformance.adapter", "conformance.session",
                               "conformance.pytest_plugin", "conformance.transports", "pytest"))
     assert not bad, bad
+
+
+def test_the_package_never_imports_the_suites_own_tests() -> None:
+    """Test doubles (``tests/mutants``) stay out of the shipped package: nothing in it imports ``tests``."""
+    bad = _violations(sorted(PACKAGE.rglob("*.py")), ("tests",))
+    assert not bad, bad
+    assert not list(PACKAGE.rglob("*mutant*")), "a mutants module inside the package"
