@@ -76,7 +76,6 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default=None, help="interface (default 127.0.0.1; 0.0.0.0 inside a container)")
     serve.add_argument("--token-env", default="FORKD_TOKEN", metavar="NAME",
                        help="environment variable holding the bearer token (default FORKD_TOKEN)")
-    serve.add_argument("--mutant", metavar="NAME", help="serve a deliberately broken variant")
     return parser
 
 
@@ -263,7 +262,7 @@ def command_sweep(args: argparse.Namespace) -> int:
 def command_serve(args: argparse.Namespace) -> int:
     from conformance.reference import rest_server
 
-    return rest_server.serve(args.host, args.port, args.token_env, args.mutant)
+    return rest_server.serve(args.host, args.port, args.token_env)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,6 +18,30 @@ def plugin_command(*args: str) -> str:
     return shlex.join([sys.executable, "-m", "conformance.reference.host_plugin", *args])
 
 
+LAUNCHER = REPO / "tests" / "mutants" / "launch.py"
+
+
+def launch_argv(kind: str, name: str, *args: str) -> list[str]:
+    """``python /abs/tests/mutants/launch.py KIND NAME ARGS``: a mutant as a process, from any cwd."""
+    return [sys.executable, str(LAUNCHER), kind, name, *args]
+
+
+def mutant_command(name: str, *args: str) -> str:
+    """The host-plugin mutant ``name`` (v1 or sketch) as a --plugin command line, like ``plugin_command``."""
+    return shlex.join(launch_argv("host", name, *args))
+
+
+def docker_mutant_arguments(name: str, *args: str, image: str | None = None) -> list[str]:
+    """``sandbox-conformance run`` arguments that test the Docker-plugin mutant ``name`` on ``image``
+    (default: the local sandbox image), like ``docker_plugin.suite_arguments``."""
+    from conformance.reference.docker_plugin import create_spec
+    from conformance.reference.images import SANDBOX_TAG
+
+    spec = create_spec(image or SANDBOX_TAG)
+    return ["--plugin", shlex.join(launch_argv("docker", name, *args)),
+            "--create-spec", json.dumps(spec, separators=(",", ":"))]
+
+
 @dataclass
 class SuiteRun:
     exit_code: int

@@ -26,7 +26,7 @@ import pytest
 
 from conformance.adapter import SandboxRequest
 from conformance.providers import ProviderConfig, open_provider
-from tests.helpers import REPO, SuiteRun, plugin_command, run_cli
+from tests.helpers import REPO, SuiteRun, mutant_command, plugin_command, run_cli
 from tests.test_rest import rest_server
 
 REGISTRY_ENV = "SANDBOX_CONFORMANCE_HOST_REGISTRY"
@@ -56,7 +56,7 @@ def live(registry: Path, run_id: str) -> list[str]:
 
 
 def run_suite(tmp_path: Path, run_id: str, *args: str, mutant: str | None = None) -> SuiteRun:
-    plugin = plugin_command("--mutant", mutant) if mutant else plugin_command()
+    plugin = mutant_command(mutant) if mutant else plugin_command()
     return run_cli("run", "--plugin", plugin, "--env", f"{REGISTRY_ENV}={tmp_path / 'registry'}",
                    "--run-id", run_id, *args, report_dir=tmp_path / "reports", timeout=300)
 
@@ -147,7 +147,7 @@ def test_a_plugin_that_dies_for_good_has_its_leak_reported_and_swept_later(tmp_p
     starts = tmp_path / "starts"
     script = (f'n=0; [ -e {starts} ] && read -r n < {starts}; n=$((n + 1)); echo "$n" > {starts}; '
               f'[ "$n" -gt 2 ] && {{ echo "refusing to start again" >&2; exit 3; }}; '
-              f'exec {plugin_command("--mutant", "signalled-exec-crashes-plugin")}')
+              f'exec {mutant_command("signalled-exec-crashes-plugin")}')
     plugin = shlex.join([shutil.which("bash") or "/bin/bash", "-c", script])
     run = run_cli("run", "--plugin", plugin, "--env", f"{REGISTRY_ENV}={registry}", "--run-id", run_id,
                   "--scenario", "exec-foreign-signal", report_dir=tmp_path / "reports", timeout=120)
@@ -165,7 +165,7 @@ def test_a_plugin_that_dies_for_good_has_its_leak_reported_and_swept_later(tmp_p
 
 
 def _start_suite(tmp_path: Path, run_id: str, *args: str, mutant: str | None = None) -> subprocess.Popen[str]:
-    plugin = plugin_command("--mutant", mutant) if mutant else plugin_command()
+    plugin = mutant_command(mutant) if mutant else plugin_command()
     command = [sys.executable, "-c", CLI_WITH_CTRL_C, "run", "--plugin", plugin,
                "--env", f"{REGISTRY_ENV}={tmp_path / 'registry'}", "--run-id", run_id,
                "--report-dir", str(tmp_path / "reports"), *args]

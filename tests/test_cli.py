@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import SuiteRun, plugin_command, run_cli
+from tests.helpers import SuiteRun, mutant_command, plugin_command, run_cli
 
 ONE_LINE = "sandbox-conformance: error: "
 
@@ -78,7 +78,7 @@ def test_list_names_every_scenario_with_its_tags() -> None:
 
 
 def test_a_failure_carries_requirement_step_transcript_stderr_and_a_working_reproduction(suite, tmp_path) -> None:
-    plugin = plugin_command("--mutant", "exec-env-ignored")
+    plugin = mutant_command("exec-env-ignored")
     run = suite("--plugin", plugin)
     assert run.exit_code == 1
     failure = next(s for s in run.results["scenarios"] if s["id"] == "exec-env")
@@ -103,7 +103,7 @@ def test_a_failure_carries_requirement_step_transcript_stderr_and_a_working_repr
 
 
 def test_a_run_of_failures_only_reports_diagnostics_for_failures(suite) -> None:
-    run = suite("--plugin", plugin_command("--mutant", "delete-unknown-errors"))
+    run = suite("--plugin", mutant_command("delete-unknown-errors"))
     scenarios = {s["id"]: s for s in run.results["scenarios"]}
     assert "transcript" in scenarios["delete-unknown"]
     assert "transcript" not in scenarios["delete-twice"]

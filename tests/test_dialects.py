@@ -3,15 +3,12 @@ section each dialect earns."""
 
 from __future__ import annotations
 
-import shlex
-import sys
-
 import pytest
 
 from conformance.adapter import ExecRequest, SandboxRequest
 from conformance.errors import ApplicationErrorAnswer
 from conformance.providers import ProviderConfig, open_provider
-from tests.helpers import plugin_command
+from tests.helpers import mutant_command, plugin_command
 
 
 def _sketch(*extra: str) -> str:
@@ -32,10 +29,9 @@ def test_auto_detection_tells_the_dialects_apart(plugin, dialect) -> None:
         adapter.close()
 
 
-@pytest.mark.parametrize(("extra", "expected"), [((), "one"), (("--mutant", "sketch-many-sandboxes"), "many")])
-def test_the_sketch_adapter_detects_how_many_sandboxes_a_process_owns(extra, expected) -> None:
-    argv = [sys.executable, "-m", "conformance.reference.host_plugin", *(extra or ("--dialect", "fabro-sketch"))]
-    adapter = open_provider(ProviderConfig(plugin=shlex.join(argv)))
+@pytest.mark.parametrize(("plugin", "expected"), [(_sketch(), "one"), (mutant_command("sketch-many-sandboxes"), "many")])
+def test_the_sketch_adapter_detects_how_many_sandboxes_a_process_owns(plugin, expected) -> None:
+    adapter = open_provider(ProviderConfig(plugin=plugin))
     try:
         assert adapter.sandboxes_per_process == expected
         first, second = adapter.create(SandboxRequest()), adapter.create(SandboxRequest())
@@ -91,7 +87,7 @@ def test_the_v1_reference_reports_its_gaps(suite) -> None:
 
 
 def test_a_silently_ignored_size_is_reported_as_a_violation(suite) -> None:
-    run = suite("--plugin", plugin_command("--mutant", "resources-accepted-and-ignored"),
+    run = suite("--plugin", mutant_command("resources-accepted-and-ignored"),
                 "--feature", "gaps/resources.feature")
     assert run.exit_code == 1
     gap = run.results["gaps"]["GAP-2"]

@@ -19,7 +19,7 @@ import pytest
 
 from conformance.reference.docker_backend import MANAGED_LABEL, RUN_LABEL, default_state_root
 from conformance.reference.docker_plugin import suite_arguments
-from tests.helpers import SuiteRun, run_cli
+from tests.helpers import SuiteRun, docker_mutant_arguments, run_cli
 
 pytestmark = pytest.mark.docker
 
@@ -133,7 +133,7 @@ def test_health_is_a_successful_unreachable_answer_without_an_engine(docker_engi
 
 
 def test_ignoring_resources_is_reported_as_a_gap_2_violation(docker_sandbox_image: str, suite) -> None:
-    run = suite(*suite_arguments("--mutant", "docker-resources-accepted-and-ignored", image=docker_sandbox_image),
+    run = suite(*docker_mutant_arguments("docker-resources-accepted-and-ignored", image=docker_sandbox_image),
                 "--feature", "resources.feature")
     assert run.exit_code == 1, run.stdout[-3000:]
     assert run.with_outcome("failed") == {"resources-memory", "resources-cpu"}

@@ -7,10 +7,9 @@ import contextlib
 
 import pytest
 
-from conformance.reference.docker_plugin import suite_arguments as docker_suite_arguments
-from conformance.reference.mutants import REGISTRY, catalogue
 from conformance.reporting.catalogue import all_scenarios
-from tests.helpers import plugin_command, run_cli
+from tests.helpers import docker_mutant_arguments, mutant_command, run_cli
+from tests.mutants import REGISTRY, catalogue
 from tests.test_rest import rest_server
 
 ENTRIES = catalogue()
@@ -46,7 +45,7 @@ def _docker_provider(entry: dict, request: pytest.FixtureRequest) -> list[str] |
     skips visibly, or fails under SANDBOX_CONFORMANCE_REQUIRE_DOCKER=1, without an engine)."""
     if entry.get("provider") != "docker":
         return None
-    return docker_suite_arguments("--mutant", entry["name"], image=request.getfixturevalue("docker_sandbox_image"))
+    return docker_mutant_arguments(entry["name"], image=request.getfixturevalue("docker_sandbox_image"))
 
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e["name"] for e in ENTRIES])
@@ -63,7 +62,7 @@ def test_each_variant_fails_and_passes_exactly_its_scenarios(entry, suite, reque
             run = run_cli("run", "--rest", server.url, "--profile", "forkd", *selection,
                           report_dir=tmp_path / "reports", timeout=300, env=server.env())
         else:
-            provider = _docker_provider(entry, request) or ["--plugin", plugin_command("--mutant", entry["name"])]
+            provider = _docker_provider(entry, request) or ["--plugin", mutant_command(entry["name"])]
             run = suite(*provider, *selection)
     expected_fail = set(entry.get("fails", []))
     assert run.exit_code == (1 if expected_fail else 0), f"exit {run.exit_code}\n{run.stdout[-3000:]}{run.stderr[-2000:]}"

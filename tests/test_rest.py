@@ -30,7 +30,7 @@ from conformance.errors import (
     UsageError,
 )
 from conformance.transports.http import Credentials, HttpTransport, RetryPolicy
-from tests.helpers import REPO, SuiteRun, run_cli
+from tests.helpers import REPO, SuiteRun, launch_argv, run_cli
 
 TOKEN_ENV = "FORKD_TOKEN"  # what the built-in forkd profile reads
 ONE_LINE = "sandbox-conformance: error: "
@@ -59,14 +59,16 @@ class RestServer:
 
 @contextmanager
 def rest_server(tmp_path: Path, mutant: str | None = None, token: str | None = None) -> Iterator[RestServer]:
-    """Start ``python -m conformance.reference.rest_server --port 0`` (a mutant, optionally), read its URL
-    from the first stdout line, and always stop it."""
+    """Start ``python -m conformance.reference.rest_server --port 0`` (or the mutant's launcher,
+    ``python tests/mutants/launch.py rest NAME --port 0 ...``), read its URL from the first stdout line,
+    and always stop it."""
     token = token or f"test-token-{uuid.uuid4().hex}"
     log_path = tmp_path / f"rest-server-{uuid.uuid4().hex[:8]}.log"
-    command = [sys.executable, "-m", "conformance.reference.rest_server", "--port", "0", "--host", "127.0.0.1",
-               "--token-env", TOKEN_ENV]
-    if mutant is not None:
-        command += ["--mutant", mutant]
+    options = ["--port", "0", "--host", "127.0.0.1", "--token-env", TOKEN_ENV]
+    if mutant is None:
+        command = [sys.executable, "-m", "conformance.reference.rest_server", *options]
+    else:
+        command = launch_argv("rest", mutant, *options)
     with log_path.open("w") as log:
         process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True, cwd=REPO,
                                    env={**os.environ, TOKEN_ENV: token})

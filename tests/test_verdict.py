@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from conformance.reporting.catalogue import all_scenarios
-from tests.helpers import REPO, plugin_command, run_cli
+from tests.helpers import REPO, mutant_command, plugin_command, run_cli
 
 SCENARIO_IDS_FILE = Path(__file__).resolve().parent / "data" / "scenario-ids.txt"
 
@@ -48,7 +48,7 @@ def test_passed_skipped_and_disabled_are_told_apart_and_a_skip_names_the_capabil
 
 
 def test_a_declared_capability_that_does_not_work_fails_and_is_never_skipped(suite) -> None:
-    run = suite("--plugin", plugin_command("--mutant", "stdin-dropped"), "--scenario", "exec-stdin")
+    run = suite("--plugin", mutant_command("stdin-dropped"), "--scenario", "exec-stdin")
     assert run.exit_code == 1, run.stdout[-2000:]
     assert run.outcomes()["exec-stdin"] == "failed"
     assert "exec.stdin" in run.results["provider"]["declared"]
@@ -89,7 +89,7 @@ def test_a_provider_that_cannot_be_restarted_is_an_error_not_a_failure(suite, tm
 
 
 def test_a_should_failure_is_a_warning_unless_strict(suite) -> None:
-    broken = ("--plugin", plugin_command("--mutant", "logs-through-host-log"), "--scenario", "wire-no-host-log",
+    broken = ("--plugin", mutant_command("logs-through-host-log"), "--scenario", "wire-no-host-log",
               "--scenario", "delete-unknown")
     lenient = suite(*broken)
     assert lenient.exit_code == 0, lenient.stdout[-2000:]
@@ -108,7 +108,7 @@ def test_a_should_failure_is_a_warning_unless_strict(suite) -> None:
 
 
 def test_a_must_failure_fails_the_run_and_is_counted_under_its_level(suite) -> None:
-    run = suite("--plugin", plugin_command("--mutant", "delete-unknown-errors"), "--feature", "delete.feature")
+    run = suite("--plugin", mutant_command("delete-unknown-errors"), "--feature", "delete.feature")
     assert run.exit_code == 1
     assert run.results["summary"]["levels"]["must"] == {"disabled": run.results["summary"]["levels"]["must"]["disabled"],
                                                          "failed": 1, "passed": 2}
@@ -124,7 +124,7 @@ def _baseline(tmp_path: Path, *entries: tuple[str, str]) -> str:
     return str(path)
 
 
-MUTANT = ("--plugin", plugin_command("--mutant", "delete-unknown-errors"), "--feature", "delete.feature")
+MUTANT = ("--plugin", mutant_command("delete-unknown-errors"), "--feature", "delete.feature")
 
 
 @pytest.mark.parametrize("key", ["delete-unknown", "SDP1-059"], ids=["by-scenario-id", "by-requirement-id"])
@@ -274,7 +274,7 @@ def _generated_env_values(run) -> list[str]:
 
 
 def test_the_seed_is_reported_and_replays_the_generated_data(suite) -> None:
-    broken = ("--plugin", plugin_command("--mutant", "exec-env-ignored"), "--scenario", "exec-env")
+    broken = ("--plugin", mutant_command("exec-env-ignored"), "--scenario", "exec-env")
     # Each run writes the same report directory: read what it wrote before the next one starts.
     first = suite(*broken, "--seed", "4242")
     assert first.results["run"]["seed"] == 4242
@@ -290,7 +290,7 @@ def test_the_seed_is_reported_and_replays_the_generated_data(suite) -> None:
 
 def test_repeat_reports_a_scenario_whose_outcome_changes_as_flaky(suite, tmp_path: Path) -> None:
     state = tmp_path / "flake-state"
-    run = suite("--plugin", plugin_command("--mutant", "flaky-delete-unknown"), "--env",
+    run = suite("--plugin", mutant_command("flaky-delete-unknown"), "--env",
                 f"SANDBOX_CONFORMANCE_FLAKE_STATE={state}", "--feature", "delete.feature", "--repeat", "3",
                 "--seed", "11")
     assert run.exit_code == 1, run.stdout[-2000:]
@@ -317,7 +317,7 @@ def test_repeat_of_a_steady_provider_passes(suite) -> None:
 
 def test_a_planted_token_never_appears_in_any_report(suite) -> None:
     canary = f"canary-{secrets.token_hex(12)}"
-    run = suite("--plugin", plugin_command("--mutant", "secret-echoing"), "--env", f"CANARY_TOKEN={canary}",
+    run = suite("--plugin", mutant_command("secret-echoing"), "--env", f"CANARY_TOKEN={canary}",
                 "--feature", "delete.feature")
     assert run.exit_code == 1
     failure = next(s for s in run.results["scenarios"] if s["id"] == "delete-unknown")

@@ -28,8 +28,32 @@ def test_the_wheel_carries_features_steps_and_schemas(wheel: Path) -> None:
         assert any(n.startswith(f"conformance/_bundle/{folder}/") for n in names), f"{folder} missing from the wheel"
     assert "conformance/_bundle/features/exec.feature" in names
     assert "conformance/_bundle/schemas/sandbox-driver-v1/common.json" in names
-    assert "conformance/reference/mutants/catalogue/v1-core.yaml" in names
     assert "conformance/requirements/sandbox-driver-v1.yaml" in names
+
+
+def test_the_wheel_ships_no_test_doubles(wheel: Path) -> None:
+    names = zipfile.ZipFile(wheel).namelist()
+    assert not [n for n in names if "mutant" in n.lower()], "a mutants module travels in the wheel"
+    assert not [n for n in names if "catalogue/" in n and n.endswith((".yaml", ".yml"))], "a mutant catalogue"
+    assert not [n for n in names if n.startswith("tests/") or "/tests/" in n], "the suite's own tests"
+
+
+def test_the_wheels_entry_points_know_no_mutants(wheel: Path, tmp_path: Path) -> None:
+    # The code inside the wheel (unpacked, first on sys.path), not the checkout: what an installed entry
+    # point runs. The suite's dependencies come from this interpreter's environment.
+    unpacked = tmp_path / "unpacked"
+    zipfile.ZipFile(wheel).extractall(unpacked)
+    for module, prog in (("conformance.reference.host_plugin", "sandbox-conformance-host-plugin"),
+                         ("conformance.reference.docker_plugin", "sandbox-conformance-docker-plugin"),
+                         ("conformance.cli", "sandbox-conformance")):
+        code = (f"import sys; sys.path.insert(0, {str(unpacked)!r}); import conformance; "
+                f"assert conformance.__file__.startswith({str(unpacked)!r}), conformance.__file__; "
+                f"sys.argv[0] = {prog!r}; from {module} import main; sys.exit(main(sys.argv[1:]))")
+        for args in (["--help"], ["serve", "--help"]) if module == "conformance.cli" else (["--help"],):
+            shown = subprocess.run([sys.executable, "-I", "-c", code, *args], cwd=tmp_path, check=False, capture_output=True,
+                                   text=True, timeout=60)
+            assert shown.returncode == 0, shown.stderr
+            assert prog in shown.stdout and "mutant" not in (shown.stdout + shown.stderr).lower(), shown.stdout
 
 
 @pytest.mark.slow
@@ -46,6 +70,9 @@ def test_an_installed_wheel_runs_the_suite_from_an_unrelated_directory(wheel: Pa
     results = json.loads((elsewhere / "reports" / "results.json").read_text())
     assert results["summary"]["failed"] == results["summary"]["errors"] == 0
     assert results["summary"]["passed"] > 0
-    plugin = subprocess.run([str(venv / "bin" / "sandbox-conformance-host-plugin"), "--list-mutants"],
+    plugin = subprocess.run([str(venv / "bin" / "sandbox-conformance-host-plugin"), "--help"],
                             capture_output=True, text=True, timeout=60, check=True)
-    assert "delete-unknown-errors" in plugin.stdout.split()
+    assert "--dialect" in plugin.stdout and "mutant" not in plugin.stdout.lower()
+    refused = subprocess.run([str(venv / "bin" / "sandbox-conformance-host-plugin"), "--list-mutants"],
+                             check=False, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2, refused.stdout

@@ -82,8 +82,9 @@ def docker_failure(message: str, code: str | None = None) -> BackendError:
                                                         "retryable": False, "detail": None})
 
 
-def default_state_root() -> Path:
-    configured = os.environ.get("SANDBOX_CONFORMANCE_DOCKER_STATE")
+def default_state_root(environ: Mapping[str, str] | None = None) -> Path:
+    """Where records live: ``SANDBOX_CONFORMANCE_DOCKER_STATE`` of ``environ`` (default ``os.environ``)."""
+    configured = (os.environ if environ is None else environ).get("SANDBOX_CONFORMANCE_DOCKER_STATE")
     return Path(configured) if configured else Path(tempfile.gettempdir()) / "sandbox-conformance-docker"
 
 
@@ -97,9 +98,10 @@ class DockerSandbox(HostSandbox):
         return {**super().record(), "image": self.image, "memory_mb": self.memory_mb, "cpu_cores": self.cpu_cores}
 
 
-def _cli_environment() -> dict[str, str]:
-    """What the docker CLI needs of this process's environment; commands' variables are added per call."""
-    return {name: value for name, value in os.environ.items()
+def cli_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
+    """What the docker CLI needs of the provider's environment (default ``os.environ``); commands'
+    variables are added per call."""
+    return {name: value for name, value in (os.environ if environ is None else environ).items()
             if name in CLI_VARIABLES or name.startswith("DOCKER_") or name in ("LANG", "LC_ALL", "USER")}
 
 
@@ -107,8 +109,9 @@ class DockerCli:
     """Runs the docker CLI; every failure becomes a BackendError naming what Docker said."""
 
     def __init__(self, executable: str | None = None, environment: Mapping[str, str] | None = None) -> None:
+        """``environment`` is the CLI's whole environment (default: ``cli_environment()``)."""
         self.executable = executable or shutil.which("docker") or "docker"
-        self.environment = dict(environment) if environment is not None else _cli_environment()
+        self.environment = dict(environment) if environment is not None else cli_environment()
 
     def argv(self, *args: str) -> list[str]:
         return [self.executable, *args]
@@ -138,10 +141,13 @@ def what_docker_said(completed: subprocess.CompletedProcess[str]) -> str:
 class DockerBackend(HostBackend):
     """Container sandboxes behind the host backend's registry, exec and capture machinery."""
 
-    def __init__(self, state_root: str | Path | None = None, cli: DockerCli | None = None) -> None:
-        self.cli = cli or DockerCli()
+    def __init__(self, state_root: str | Path | None = None, cli: DockerCli | None = None,
+                 environ: Mapping[str, str] | None = None) -> None:
+        """``environ`` (default ``os.environ``) is the provider's environment: the state directory's
+        variable and the docker CLI's variables are read there."""
+        self.cli = cli or DockerCli(environment=cli_environment(environ))
         # Records persist in a shared state directory, so the registry root is never removed wholesale.
-        super().__init__(registry=str(state_root or default_state_root()))
+        super().__init__(registry=str(state_root or default_state_root(environ)), environ=environ)
 
     # -- registry --------------------------------------------------------------------------------
 

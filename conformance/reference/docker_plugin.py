@@ -13,6 +13,7 @@ refused: these sandboxes are containers, not directories of the host.
 
 ``--sweep`` removes every container this plugin manages (``--run-label`` narrows it to one run),
 for the cleanup after a crash: containers outlive the plugin process that made them.
+``serve(argv, stdin, stdout, stderr, environ)`` runs the plugin inside another process instead.
 """
 
 from __future__ import annotations
@@ -23,13 +24,23 @@ import json
 import os
 import shlex
 import sys
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, BinaryIO, TextIO
 
 from conformance import __version__
-from conformance.reference.docker_backend import WORKSPACE, DockerBackend, DockerSandbox, sweep
+from conformance.reference.docker_backend import (
+    WORKSPACE,
+    DockerBackend,
+    DockerCli,
+    DockerSandbox,
+    cli_environment,
+    default_state_root,
+    sweep,
+)
 from conformance.reference.host_backend import BackendError, HostSandbox, invalid_spec
 from conformance.reference.host_plugin import BASE_CAPABILITIES, PROTOCOL_VERSION, HostPlugin
 from conformance.reference.images import SANDBOX_TAG
+from conformance.reference.stdio_server import ArgumentsEnd, parse_arguments
 
 
 def docker_capabilities() -> dict[str, Any]:
@@ -52,14 +63,22 @@ UNHONOURED_SPEC_FIELDS: dict[str, Any] = {
 
 
 class DockerPlugin(HostPlugin):
-    """sandbox-driver v1 over Docker containers; fs, events, exec accounting and the wire are the host plugin's."""
+    """sandbox-driver v1 over Docker containers; fs, events, exec accounting and the wire are the host plugin's.
+
+    Seams: those of ``HostPlugin``; ``make_backend()`` builds the ``DockerBackend`` (reading
+    ``self.environ``), ``create_container(spec, plan)`` starts the container a create asked for.
+    """
 
     provider_kind = "docker"
     log_prefix = "docker-plugin"
     backend: DockerBackend
 
     def __init__(self, backend: DockerBackend | None = None, **kwargs: Any) -> None:
-        super().__init__(backend=backend or DockerBackend(), **kwargs)
+        super().__init__(backend=backend, **kwargs)
+
+    def make_backend(self) -> DockerBackend:
+        """A ``DockerBackend`` that reads the server's ``environ`` (state directory, docker CLI variables)."""
+        return DockerBackend(environ=self.environ)
 
     def declared_capabilities(self) -> dict[str, Any]:
         return docker_capabilities()
@@ -143,7 +162,6 @@ def suite_arguments(*plugin_args: str, image: str = SANDBOX_TAG) -> list[str]:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sandbox-conformance-docker-plugin", description=__doc__.splitlines()[0])
-    parser.add_argument("--mutant", metavar="NAME", help="start a deliberately broken variant (see the catalogue)")
     parser.add_argument("--sweep", action="store_true",
                         help="remove every container this plugin manages, print their ids, and exit")
     parser.add_argument("--run-label", metavar="VALUE",
@@ -151,32 +169,36 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+def serve(argv: list[str], stdin: BinaryIO, stdout: BinaryIO, stderr: TextIO, environ: Mapping[str, str],
+          *, plugin_class: type[DockerPlugin] | None = None) -> int:
+    """Run the plugin (or ``--sweep``) on the given streams; the exit code it would exit with.
+
+    ``argv`` is the command line without the program name; ``stdin``/``stdout`` are binary, ``stderr``
+    is text; ``environ`` is the plugin's environment (copied; ``os.environ`` is never read or changed).
+    ``plugin_class`` (default ``DockerPlugin``) is the class served.
+    """
+    try:
+        args = parse_arguments(build_parser(), argv, stdout, stderr)
+    except ArgumentsEnd as end:
+        return end.status
     if args.sweep:
         try:
-            removed = sweep(args.run_label)
+            removed = sweep(args.run_label, cli=DockerCli(environment=cli_environment(environ)),
+                            state_root=default_state_root(environ))
         except BackendError as error:
-            print(f"sandbox-conformance-docker-plugin: {error.message}", file=sys.stderr)
+            stderr.write(f"sandbox-conformance-docker-plugin: {error.message}\n")
             return 2
-        for sandbox_id in removed:
-            print(sandbox_id)
+        stdout.write("".join(f"{sandbox_id}\n" for sandbox_id in removed).encode("utf-8"))
+        stdout.flush()
         return 0
-    plugin_class: type[DockerPlugin] = DockerPlugin
-    if args.mutant:
-        from conformance.reference import mutants
+    chosen = plugin_class or DockerPlugin
+    return chosen(stdin=stdin, stdout=stdout, stderr=stderr, environ=environ).serve()
 
-        chosen = mutants.REGISTRY.get(args.mutant)
-        if chosen is None or not issubclass(chosen, DockerPlugin):
-            print(f"sandbox-conformance-docker-plugin: unknown Docker mutant {args.mutant!r}", file=sys.stderr)
-            return 2
-        plugin_class = chosen
-    os.environ.pop("BASH_ENV", None)
-    return plugin_class().serve()
+
+def main(argv: list[str] | None = None) -> int:
+    return serve(sys.argv[1:] if argv is None else argv, sys.stdin.buffer, sys.stdout.buffer, sys.stderr,
+                 os.environ)
 
 
 if __name__ == "__main__":
-    # Through the package module, so mutants (subclasses of *that* DockerPlugin) are recognised.
-    from conformance.reference.docker_plugin import main as package_main
-
-    sys.exit(package_main())
+    sys.exit(main())

@@ -126,10 +126,16 @@ def _bash() -> str:
 class HostBackend:
     """Sandboxes in a registry directory. With ``SANDBOX_CONFORMANCE_HOST_REGISTRY`` set, records
     persist there and any process can attach to them; otherwise a private temporary registry is used
-    and removed when the backend closes."""
+    and removed when the backend closes.
 
-    def __init__(self, registry: str | None = None) -> None:
-        configured = registry or os.environ.get("SANDBOX_CONFORMANCE_HOST_REGISTRY")
+    ``environ`` (default ``os.environ``) is the provider's environment: where the registry variable is
+    read and what commands inherit (minus secrets, ``BASH_ENV`` and the registry variable)."""
+
+    sanitizer_class: type[Sanitizer] = Sanitizer  # how a command's output is sanitized, one per stream
+
+    def __init__(self, registry: str | None = None, environ: Mapping[str, str] | None = None) -> None:
+        self.environ: Mapping[str, str] = os.environ if environ is None else environ
+        configured = registry or self.environ.get("SANDBOX_CONFORMANCE_HOST_REGISTRY")
         self.persistent = bool(configured)
         self.root = Path(configured) if configured else Path(tempfile.mkdtemp(prefix="sandbox-conformance-host-"))
         self.root.mkdir(parents=True, exist_ok=True)
@@ -339,7 +345,7 @@ class HostBackend:
     def environment(self, sandbox: HostSandbox, spec_env: Mapping[str, str]) -> dict[str, str]:
         """The plugin's environment minus secrets and BASH_ENV, then the sandbox's, then the command's."""
         env = {
-            name: value for name, value in os.environ.items()
+            name: value for name, value in self.environ.items()
             if name in SAFE_ENVIRONMENT or not name.lower().endswith(_SECRET_SUFFIXES)
         }
         env.update(sandbox.env)
@@ -376,7 +382,7 @@ class HostBackend:
         proc = self.start_process(sandbox, command, env, working_dir, stdin is not None, argv)
         sandbox.processes.add(proc)
         captures = {"stdout": Capture(retain_limit), "stderr": Capture(retain_limit)}
-        sanitizers = {"stdout": Sanitizer(sanitization), "stderr": Sanitizer(sanitization)}
+        sanitizers = {"stdout": self.sanitizer_class(sanitization), "stderr": self.sanitizer_class(sanitization)}
 
         def emit(stream: str, chunk: bytes) -> None:
             if chunk:
@@ -399,7 +405,7 @@ class HostBackend:
         for reader in readers:
             reader.start()
         if stdin is not None:
-            threading.Thread(target=_feed_stdin, args=(proc, stdin), daemon=True).start()
+            threading.Thread(target=self.feed_stdin, args=(proc, stdin), daemon=True).start()
 
         termination = "exited"
         deadline = started + timeout_s if timeout_s is not None else None
@@ -459,6 +465,10 @@ class HostBackend:
     def stop_process(self, sandbox: HostSandbox, proc: subprocess.Popen[bytes]) -> None:
         """End a command that timed out or was cancelled: SIGTERM to its group, a grace period, SIGKILL."""
         _stop_ladder(proc)
+
+    def feed_stdin(self, proc: subprocess.Popen[bytes], data: bytes) -> None:
+        """Write a command's whole stdin and close it (on a thread of its own)."""
+        _feed_stdin(proc, data)
 
     def exit_status(self, sandbox: HostSandbox, proc: subprocess.Popen[bytes]) -> tuple[int | None, int | None]:
         """(exit code, signal) of a finished command."""

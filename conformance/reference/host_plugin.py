@@ -1,8 +1,7 @@
 """The reference sandbox-driver v1 plugin: host-directory sandboxes, honest capabilities.
 
-Run it as ``sandbox-conformance-host-plugin`` (or ``python -m conformance.reference.host_plugin``).
-``--mutant NAME`` starts one of the deliberately broken variants catalogued in
-``conformance/reference/mutants/catalogue.yaml`` instead.
+Run it as ``sandbox-conformance-host-plugin`` (or ``python -m conformance.reference.host_plugin``);
+``serve(argv, stdin, stdout, stderr, environ)`` runs it inside another process instead.
 """
 
 from __future__ import annotations
@@ -15,14 +14,22 @@ import os
 import platform
 import sys
 import threading
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, BinaryIO, TextIO
 
 from conformance import __version__
 from conformance.reference.host_backend import BackendError, HostBackend, HostSandbox, invalid_spec
 from conformance.reference.host_events import EventSource
 from conformance.reference.host_fs import FilesystemMethods
 from conformance.reference.host_interactive import InteractiveMethods
-from conformance.reference.stdio_server import METHOD_NOT_FOUND, RpcFailure, StdioJsonRpcServer, StopServing
+from conformance.reference.stdio_server import (
+    METHOD_NOT_FOUND,
+    ArgumentsEnd,
+    RpcFailure,
+    StdioJsonRpcServer,
+    StopServing,
+    parse_arguments,
+)
 
 PROTOCOL_VERSION = 1
 APPLICATION_ERROR = -32000
@@ -144,19 +151,29 @@ EVENT_ACTIONS = {
 
 
 class HostPlugin(FilesystemMethods, InteractiveMethods, StdioJsonRpcServer):
-    """sandbox-driver v1 over the host-directory backend."""
+    """sandbox-driver v1 over the host-directory backend.
+
+    Seams: those of ``StdioJsonRpcServer`` (streams and ``environ`` as constructor arguments,
+    ``lines``, ``accept_line``, ``handle_line``, ``exit_now``, ``on_start``/``on_stop``), plus
+    ``make_backend()`` (the backend built when none is passed; it reads ``self.environ``),
+    ``declared_capabilities()``, and one ``m_<group>_<verb>(params)`` method per JSON-RPC method.
+    """
 
     provider_kind = "host"
     log_prefix = "host-plugin"
 
     def __init__(self, backend: HostBackend | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.backend = backend or HostBackend()
+        self.backend = backend if backend is not None else self.make_backend()
         self.capabilities = self.declared_capabilities()
         self.events = EventSource(self.provider_kind, self.notify)
         self._execs: dict[str, threading.Event] = {}
         self._execs_lock = threading.Lock()
         self.init_interactive()
+
+    def make_backend(self) -> HostBackend:
+        """The backend of a plugin constructed without one; it sees the server's ``environ``."""
+        return HostBackend(environ=self.environ)
 
     # -- capabilities ----------------------------------------------------------------------------
 
@@ -493,30 +510,36 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sandbox-conformance-host-plugin", description=__doc__.splitlines()[0])
     parser.add_argument("--dialect", choices=("sandbox-driver-v1", "fabro-sketch"), default="sandbox-driver-v1",
                         help="the protocol to speak (default: sandbox-driver-v1)")
-    parser.add_argument("--mutant", metavar="NAME", help="start a deliberately broken variant (see the catalogue)")
-    parser.add_argument("--list-mutants", action="store_true", help="list the broken variants and exit")
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    from conformance.reference import mutants
-
-    if args.list_mutants:
-        for name in sorted(mutants.REGISTRY):
-            print(name)
-        return 0
+def plugin_class_for(dialect: str) -> type[StdioJsonRpcServer]:
     from conformance.reference.sketch_plugin import SketchHostPlugin
 
-    plugin_class: type[StdioJsonRpcServer] = SketchHostPlugin if args.dialect == "fabro-sketch" else HostPlugin
-    if args.mutant:
-        try:
-            plugin_class = mutants.REGISTRY[args.mutant]
-        except KeyError:
-            print(f"sandbox-conformance-host-plugin: unknown mutant {args.mutant!r}", file=sys.stderr)
-            return 2
-    os.environ.pop("BASH_ENV", None)
-    return plugin_class().serve()
+    return SketchHostPlugin if dialect == "fabro-sketch" else HostPlugin
+
+
+def serve(argv: list[str], stdin: BinaryIO, stdout: BinaryIO, stderr: TextIO, environ: Mapping[str, str],
+          *, plugin_class: type[StdioJsonRpcServer] | None = None) -> int:
+    """Run the plugin on the given streams until its input ends; the exit code it would exit with.
+
+    ``argv`` is the command line without the program name (``--dialect``, as ``main()`` parses it);
+    ``stdin``/``stdout`` are binary, ``stderr`` is text; ``environ`` is the plugin's environment (what
+    its backend reads and its commands inherit; it is copied, ``os.environ`` is never read or changed).
+    Help goes to ``stdout`` and usage errors to ``stderr`` (exit code 2), never ``SystemExit``.
+    ``plugin_class`` replaces the class ``--dialect`` chooses. A crash (``exit_now``) does not return.
+    """
+    try:
+        args = parse_arguments(build_parser(), argv, stdout, stderr)
+    except ArgumentsEnd as end:
+        return end.status
+    chosen = plugin_class or plugin_class_for(args.dialect)
+    return chosen(stdin=stdin, stdout=stdout, stderr=stderr, environ=environ).serve()
+
+
+def main(argv: list[str] | None = None) -> int:
+    return serve(sys.argv[1:] if argv is None else argv, sys.stdin.buffer, sys.stdout.buffer, sys.stderr,
+                 os.environ)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Mapping
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -57,11 +58,18 @@ def error(status: int, message: str) -> Answer:
 
 
 class ForkdApp:
-    """What each route does, independent of HTTP framing. Mutants subclass it and override one thing."""
+    """What each route does, independent of HTTP framing. A variant subclasses it and overrides one thing.
 
-    def __init__(self, token: str, backend: HostBackend | None = None) -> None:
+    Seams: ``__init__(token, backend=None, environ=None)`` (``environ``, default ``os.environ``, is what
+    the backend reads and commands inherit), ``authorized``/``requires_auth``/``unauthorized``,
+    ``route``, one method per route (``create``, ``list``, ``get``, ``delete``, ``exec``),
+    ``info``, ``exec_result``, ``timed_out`` and ``close``. ``serve(..., app_class=)`` serves a subclass.
+    """
+
+    def __init__(self, token: str, backend: HostBackend | None = None,
+                 environ: Mapping[str, str] | None = None) -> None:
         self.token = token
-        self.backend = backend or HostBackend()
+        self.backend = backend if backend is not None else HostBackend(environ=environ)
         self.snapshot_tags: dict[str, str] = {}  # sandbox id → the tag it was created from
 
     # -- authentication --------------------------------------------------------------------------
@@ -295,37 +303,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--port", type=int, default=8889, help="port to listen on; 0 picks a free one (default 8889)")
     parser.add_argument("--token-env", default="FORKD_TOKEN", metavar="NAME",
                         help="environment variable holding the bearer token (default FORKD_TOKEN)")
-    parser.add_argument("--mutant", metavar="NAME", help="serve a deliberately broken variant (see the catalogue)")
     return parser
 
 
-def app_class(mutant: str | None) -> type[ForkdApp]:
-    if mutant is None:
-        return ForkdApp
-    # Only the suite's own tests ask for mutants; the registry needs PyYAML, so it is imported only then.
-    from conformance.reference import mutants
-
-    cls = mutants.REGISTRY.get(mutant)
-    if cls is None or not issubclass(cls, ForkdApp):
-        raise LookupError(f"unknown REST mutant {mutant!r}")
-    return cls
-
-
-def serve(host: str | None, port: int, token_env: str, mutant: str | None = None) -> int:
-    """Run the server in the foreground until interrupted; the exit code of the command."""
+def serve(host: str | None, port: int, token_env: str, app_class: type[ForkdApp] = ForkdApp) -> int:
+    """Run the server (an instance of ``app_class``) in the foreground until interrupted; the exit code
+    of the command."""
     token = os.environ.get(token_env, "")
     if not token:
         print(f"{PROG}: the token variable {token_env} is not set or empty; refusing to serve without one",
               file=sys.stderr)
         return 2
-    try:
-        cls = app_class(mutant)
-    except LookupError as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
-        return 2
     host = host or ("0.0.0.0" if in_container() else "127.0.0.1")
-    os.environ.pop("BASH_ENV", None)
-    app = cls(token)
+    environ = {name: value for name, value in os.environ.items() if name != "BASH_ENV"}
+    app = app_class(token, environ=environ)
     try:
         server = build_server(app, host, port)
     except OSError as exc:
@@ -354,11 +345,11 @@ def _interrupt(signum: int, frame: Any) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return serve(args.host, args.port, args.token_env, args.mutant)
+    return serve(args.host, args.port, args.token_env)
 
 
 if __name__ == "__main__":
-    # Run the importable module, not this __main__ copy, so mutants subclass the very ForkdApp served.
+    # Run the importable module, not this __main__ copy, so subclasses of the very ForkdApp are served.
     from conformance.reference import rest_server
 
     sys.exit(rest_server.main())

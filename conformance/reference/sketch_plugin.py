@@ -54,16 +54,25 @@ def unsupported() -> RpcFailure:
 
 
 class SketchHostPlugin(StdioJsonRpcServer):
-    """fabro sketch over the host-directory backend, one sandbox per process."""
+    """fabro sketch over the host-directory backend, one sandbox per process.
+
+    Seams: those of ``StdioJsonRpcServer`` (streams and ``environ`` as constructor arguments,
+    ``lines``, ``accept_line``, ``handle_line``, ``exit_now``, ``on_start``/``on_stop``), plus
+    ``make_backend()``, ``declared_capabilities()`` and one ``m_<group>_<verb>(params)`` per method.
+    """
 
     provider_kind = "host"
     log_prefix = "sketch-plugin"
 
     def __init__(self, backend: HostBackend | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.backend = backend or HostBackend()
+        self.backend = backend if backend is not None else self.make_backend()
         self.capabilities = self.declared_capabilities()
         self.sandbox: HostSandbox | None = None
+
+    def make_backend(self) -> HostBackend:
+        """The backend of a plugin constructed without one; it sees the server's ``environ``."""
+        return HostBackend(environ=self.environ)
 
     def declared_capabilities(self) -> dict[str, Any]:
         return copy.deepcopy(CAPABILITIES)

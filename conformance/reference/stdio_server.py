@@ -2,15 +2,20 @@
 
 Every request runs on its own thread, so a slow call never blocks a fast one; one lock owns stdout.
 Subclasses decide what a method does (``dispatch``) and how failures are encoded (``error_object``).
+The streams and the environment are constructor arguments, so a server can also run inside another
+process (on a thread, over pipes); ``StdioJsonRpcServer`` lists its seams.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import sys
 import threading
 import time
-from typing import Any, BinaryIO
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any, BinaryIO, NoReturn, TextIO
 
 
 class RpcFailure(Exception):
@@ -36,13 +41,38 @@ METHOD_NOT_FOUND = -32601
 
 
 class StdioJsonRpcServer:
-    """Reads NDJSON requests from ``stdin``, answers on ``stdout``."""
+    """Reads NDJSON requests from ``stdin``, answers on ``stdout``.
+
+    Seams (what a subclass, a test double or an in-process host may replace, each a small method or a
+    constructor argument — never a copy of the loop):
+
+    - ``__init__(stdin=None, stdout=None, stderr=None, environ=None)``: binary ``stdin``/``stdout``
+      (default ``sys.stdin.buffer``/``sys.stdout.buffer``), a text ``stderr`` for ``log()`` (default
+      ``sys.stderr``), and ``environ``, the mapping the server and its backend read instead of
+      ``os.environ`` (default ``os.environ``). It is copied, without ``BASH_ENV``; ``os.environ`` is
+      never changed.
+    - ``lines()``: the raw lines read, until the input ends (default: ``stdin.readline`` until EOF).
+    - ``accept_line(raw) -> bool``: whether a line is handled at all (default: blank lines are skipped).
+    - ``handle_line(raw) -> bool``: parse and route one line; False stops the server.
+    - ``exit_now(code)``: end the whole provider at once, unanswered and unflushed, as a crash does
+      (default ``os._exit(code)``; a host running the server on a thread ends that thread instead).
+    - ``on_start()``, ``on_stop()``, ``dispatch(method, params)``, ``error_object(failure)``,
+      ``malformed(reason)``, ``internal_error(method, exc)``, ``inline_methods``.
+
+    Everything a server writes goes through ``self.stdout`` (under ``_write_lock``) and ``self.stderr``,
+    never ``sys.stdout``/``sys.stderr``.
+    """
 
     inline_methods: frozenset[str] = frozenset({"shutdown"})
 
-    def __init__(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None) -> None:
-        self.stdin = stdin or sys.stdin.buffer
-        self.stdout = stdout or sys.stdout.buffer
+    def __init__(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None,
+                 stderr: TextIO | None = None, environ: Mapping[str, str] | None = None) -> None:
+        self.stdin = stdin if stdin is not None else sys.stdin.buffer
+        self.stdout = stdout if stdout is not None else sys.stdout.buffer
+        self.stderr = stderr if stderr is not None else sys.stderr
+        self.environ: dict[str, str] = dict(os.environ if environ is None else environ)
+        # Never into the shell of a command this server runs, whoever set it.
+        self.environ.pop("BASH_ENV", None)
         self._write_lock = threading.Lock()
         self._inflight: set[threading.Thread] = set()
         self._inflight_lock = threading.Lock()
@@ -82,15 +112,21 @@ class StdioJsonRpcServer:
         """Serve until stdin ends or a handler stops the server; returns the process exit code."""
         self.on_start()
         try:
-            for raw in iter(self.stdin.readline, b""):
-                if not raw.strip():
-                    continue
-                if not self.handle_line(raw):
+            for raw in self.lines():
+                if self.accept_line(raw) and not self.handle_line(raw):
                     break
         finally:
             self.on_stop()
             self._wait_inflight(timeout_s=10.0)
         return 0
+
+    def lines(self) -> Iterator[bytes]:
+        """The raw lines of the input, newline included, until it ends."""
+        return iter(self.stdin.readline, b"")
+
+    def accept_line(self, raw: bytes) -> bool:
+        """Whether ``raw`` is handled at all: blank lines between messages are skipped."""
+        return bool(raw.strip())
 
     def handle_line(self, raw: bytes) -> bool:
         """Handle one line; False stops the server."""
@@ -129,10 +165,16 @@ class StdioJsonRpcServer:
     def log(self, text: str) -> None:
         """Diagnostics go to stderr, never stdout."""
         try:
-            sys.stderr.write(f"{self.log_prefix}: {text}\n")
-            sys.stderr.flush()
+            self.stderr.write(f"{self.log_prefix}: {text}\n")
+            self.stderr.flush()
         except (OSError, ValueError):
             pass
+
+    def exit_now(self, code: int) -> NoReturn:
+        """End the provider at once with exit code ``code``: no answer, no ``on_stop``, nothing flushed —
+        what a crash looks like from the host. An override (a server on a thread) must not return either:
+        it ends the serving loop with ``code`` and raises in the calling thread."""
+        os._exit(code)
 
     log_prefix = "plugin"
 
@@ -177,3 +219,39 @@ class StdioJsonRpcServer:
 
     def internal_error(self, method: str, exc: Exception) -> RpcFailure:
         return RpcFailure(-32603, f"internal error in {method}: {exc}")
+
+
+class ArgumentsEnd(Exception):
+    """The command line asked to stop before serving (``--help``, a usage error): the exit status."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+def parse_arguments(parser: argparse.ArgumentParser, argv: Sequence[str], stdout: BinaryIO,
+                    stderr: TextIO) -> argparse.Namespace:
+    """``parser.parse_args(argv)`` that writes help to ``stdout`` and errors to ``stderr`` and raises
+    ``ArgumentsEnd`` instead of ``SystemExit`` (which a thread would swallow)."""
+
+    def print_message(message: str, file: Any = None) -> None:
+        if not message:
+            return
+        try:
+            if file is sys.stdout:
+                stdout.write(message.encode("utf-8"))
+                stdout.flush()
+            else:
+                stderr.write(message)
+                stderr.flush()
+        except (OSError, ValueError):
+            pass
+
+    def exit(status: int = 0, message: str | None = None) -> NoReturn:
+        if message:
+            print_message(message, stderr)
+        raise ArgumentsEnd(status)
+
+    parser._print_message = print_message  # type: ignore[method-assign]
+    parser.exit = exit  # type: ignore[method-assign]
+    return parser.parse_args(list(argv))

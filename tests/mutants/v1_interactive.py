@@ -8,8 +8,8 @@ from typing import Any
 
 from conformance.reference.host_interactive import _encode, _kill_group
 from conformance.reference.host_plugin import HostPlugin
-from conformance.reference.mutants import mutant
 from conformance.reference.sanitize import Sanitizer
+from tests.mutants import mutant
 
 
 class _PerIdLocks:

@@ -3,20 +3,20 @@ given) and flake detection (a plugin whose answer changes from one attempt to th
 
 from __future__ import annotations
 
-import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from conformance.reference.host_backend import BackendError
 from conformance.reference.host_plugin import HostPlugin
-from conformance.reference.mutants import mutant
+from tests.mutants import mutant
 
 # Where flaky-delete-unknown keeps its toggle across plugin processes (one file per test).
 FLAKE_STATE_ENV = "SANDBOX_CONFORMANCE_FLAKE_STATE"
 
 
-def _secrets() -> list[str]:
-    return [value for name, value in sorted(os.environ.items()) if name.endswith("_TOKEN") and value]
+def _secrets(environ: Mapping[str, str]) -> list[str]:
+    return [value for name, value in sorted(environ.items()) if name.endswith("_TOKEN") and value]
 
 
 @mutant("secret-echoing")
@@ -26,7 +26,7 @@ class SecretEchoing(HostPlugin):
 
     def on_start(self) -> None:
         super().on_start()
-        for secret in _secrets():
+        for secret in _secrets(self.environ):
             self.log(f"debug: authenticating with {secret}")
 
     def m_sandbox_delete(self, params: dict[str, Any]) -> Any:
@@ -34,8 +34,9 @@ class SecretEchoing(HostPlugin):
         try:
             self.backend.get(sandbox_id, include_deleted=True)
         except BackendError:
-            self.log(f"debug: unknown sandbox {sandbox_id}; authenticating with {' '.join(_secrets())}")
-            raise BackendError("not_found", f"no sandbox {sandbox_id} for credentials {' '.join(_secrets())}",
+            secrets = " ".join(_secrets(self.environ))
+            self.log(f"debug: unknown sandbox {sandbox_id}; authenticating with {secrets}")
+            raise BackendError("not_found", f"no sandbox {sandbox_id} for credentials {secrets}",
                                resource="sandbox", id=sandbox_id) from None
         return super().m_sandbox_delete(params)
 
@@ -48,7 +49,7 @@ class FlakyDeleteUnknown(HostPlugin):
     attempts = 0
 
     def _attempt(self) -> int:
-        state = os.environ.get(FLAKE_STATE_ENV)
+        state = self.environ.get(FLAKE_STATE_ENV)
         if not state:
             FlakyDeleteUnknown.attempts += 1
             return FlakyDeleteUnknown.attempts

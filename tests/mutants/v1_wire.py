@@ -15,12 +15,13 @@ import datetime
 import json
 import os
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from conformance.reference.host_backend import BackendError, invalid_spec
 from conformance.reference.host_plugin import HostPlugin, RpcFailure, application_error
-from conformance.reference.mutants import mutant
 from conformance.reference.stdio_server import INVALID_REQUEST
+from tests.mutants import mutant
 
 # -- stdout and framing ----------------------------------------------------------------------------
 
@@ -53,33 +54,17 @@ class PrettyPrintedOutputNotifications(HostPlugin):
 class BlankLinesAnswered(HostPlugin):
     """Feeds blank lines to the parser, which answers each with -32600."""
 
-    def serve(self) -> int:
-        self.on_start()
-        try:
-            for raw in iter(self.stdin.readline, b""):
-                if not self.handle_line(raw):
-                    break
-        finally:
-            self.on_stop()
-            self._wait_inflight(timeout_s=10.0)
-        return 0
+    def accept_line(self, raw: bytes) -> bool:
+        return True
 
 
 @mutant("first-line-per-read")
 class FirstLinePerRead(HostPlugin):
     """Reads stdin in chunks and handles only the first line of each, losing requests sent together."""
 
-    def serve(self) -> int:
-        self.on_start()
-        try:
-            while chunk := os.read(self.stdin.fileno(), 65536):
-                line = chunk.split(b"\n", 1)[0]
-                if line.strip() and not self.handle_line(line):
-                    break
-        finally:
-            self.on_stop()
-            self._wait_inflight(timeout_s=10.0)
-        return 0
+    def lines(self) -> Iterator[bytes]:
+        while chunk := os.read(self.stdin.fileno(), 65536):
+            yield chunk.split(b"\n", 1)[0]
 
 
 @mutant("serial-requests")
@@ -462,27 +447,20 @@ class ShutdownExitsWithoutAnswer(HostPlugin):
 
     def m_shutdown(self, params: dict[str, Any]) -> Any:
         self.on_stop()
-        os._exit(0)
+        self.exit_now(0)
 
 
 @mutant("ignores-input-closed")
 class IgnoresInputClosed(HostPlugin):
     """Keeps running after its input closes, waiting for a host that will never write again."""
 
-    def serve(self) -> int:
-        self.on_start()
-        try:
-            while True:
-                raw = self.stdin.readline()
-                if not raw:
-                    time.sleep(0.1)  # "more input may come"
-                    continue
-                if raw.strip() and not self.handle_line(raw):
-                    break
-        finally:
-            self.on_stop()
-            self._wait_inflight(timeout_s=10.0)
-        return 0
+    def lines(self) -> Iterator[bytes]:
+        while True:
+            raw = self.stdin.readline()
+            if not raw:
+                time.sleep(0.1)  # "more input may come"
+                continue
+            yield raw
 
 
 # -- controls: honest doubles that take the other permitted road -----------------------------------

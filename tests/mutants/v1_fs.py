@@ -16,7 +16,7 @@ from typing import Any
 from conformance.reference.host_backend import invalid_spec, not_found
 from conformance.reference.host_fs import _io
 from conformance.reference.host_plugin import HostPlugin, b64
-from conformance.reference.mutants import mutant
+from tests.mutants import mutant
 
 # -- contents --------------------------------------------------------------------------------------
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from conformance.reference.host_events import EventSource, Operation, _now
 from conformance.reference.host_plugin import EVENT_ACTIONS, HostPlugin
-from conformance.reference.mutants import mutant
+from tests.mutants import mutant
 
 Route = dict[str, Any]  # the request's `events`: route_id and correlation_id
 

@@ -1,6 +1,6 @@
 """Broken variants of the reference REST server (``conformance.reference.rest_server``).
 
-Started as ``python -m conformance.reference.rest_server --mutant NAME``; catalogued in
+Started as ``python -m tests.mutants.launch rest NAME --port P --token-env ENV``; catalogued in
 ``catalogue/rest.yaml`` with ``transport: rest``.
 """
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from conformance.reference.host_backend import BackendError
-from conformance.reference.mutants import mutant
 from conformance.reference.rest_server import Answer, ForkdApp, error
+from tests.mutants import mutant
 
 
 @mutant("rest-delete-unknown-500")

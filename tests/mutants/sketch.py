@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from conformance.reference.mutants import mutant
 from conformance.reference.sketch_plugin import (
     INVALID_STATE,
     PROTOCOL_ERROR,
@@ -13,6 +12,7 @@ from conformance.reference.sketch_plugin import (
     RpcFailure,
     SketchHostPlugin,
 )
+from tests.mutants import mutant
 
 
 @mutant("sketch-unsupported-wrong-code")

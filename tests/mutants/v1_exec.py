@@ -12,7 +12,7 @@ from typing import Any
 from conformance.reference import host_backend
 from conformance.reference.host_backend import BackendError, HostBackend, HostSandbox
 from conformance.reference.host_plugin import HostPlugin, application_error, b64
-from conformance.reference.mutants import mutant
+from tests.mutants import mutant
 
 # -- the Bash contract ---------------------------------------------------------------------------
 
@@ -94,8 +94,8 @@ class _BashEnvKeepingBackend(HostBackend):
 class BashEnvHonoured(HostPlugin):
     """Passes BASH_ENV from the command's env through to Bash, which then sources that file."""
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(backend=_BashEnvKeepingBackend(), **kwargs)
+    def make_backend(self) -> HostBackend:
+        return _BashEnvKeepingBackend(environ=self.environ)
 
 
 # -- output ----------------------------------------------------------------------------------------
@@ -161,14 +161,11 @@ class _StrictStdinBackend(HostBackend):
 
     FEED_REPORT_WAIT_S = 5.0
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         self._feeds: dict[str, queue.Queue[bool]] = {}
-        # The backend feeds stdin through this module function; the mutant process runs only this
-        # variant, so replacing it process-wide is contained.
-        host_backend._feed_stdin = self._feed
 
-    def _feed(self, proc: subprocess.Popen[bytes], data: bytes) -> None:
+    def feed_stdin(self, proc: subprocess.Popen[bytes], data: bytes) -> None:
         try:
             assert proc.stdin is not None
             proc.stdin.write(data)
@@ -195,8 +192,8 @@ class _StrictStdinBackend(HostBackend):
 class StdinBrokenPipeError(HostPlugin):
     """Fails the exec with an io error when the command stops reading its stdin early."""
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(backend=_StrictStdinBackend(), **kwargs)
+    def make_backend(self) -> HostBackend:
+        return _StrictStdinBackend(environ=self.environ)
 
 
 # -- signals, timeouts, durations ----------------------------------------------------------------
@@ -258,5 +255,5 @@ class _PluginCwdBackend(HostBackend):
 class RelativeWorkingDirFromPluginCwd(HostPlugin):
     """Resolves a relative working_dir against the plugin's own current directory."""
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(backend=_PluginCwdBackend(), **kwargs)
+    def make_backend(self) -> HostBackend:
+        return _PluginCwdBackend(environ=self.environ)

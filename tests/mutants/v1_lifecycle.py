@@ -19,7 +19,7 @@ from typing import Any
 
 from conformance.reference.host_backend import BackendError, HostSandbox, invalid_spec, not_found
 from conformance.reference.host_plugin import UNHONOURED_SPEC_FIELDS, HostPlugin, RpcFailure, unsupported
-from conformance.reference.mutants import mutant
+from tests.mutants import mutant
 
 
 def _empty_workspace(sandbox: HostSandbox) -> None:

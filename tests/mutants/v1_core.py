@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 import time
 from typing import Any
 
 from conformance.reference.host_backend import not_found
 from conformance.reference.host_plugin import GATED_METHODS, HostPlugin, RpcFailure, application_error, b64
-from conformance.reference.mutants import mutant
 from conformance.reference.stdio_server import INVALID_REQUEST
+from tests.mutants import mutant
 
 # -- handshake and wire --------------------------------------------------------------------------
 
@@ -19,8 +18,9 @@ class StdoutLogLine(HostPlugin):
     """Prints a startup banner on stdout instead of stderr."""
 
     def on_start(self) -> None:
-        sys.stdout.buffer.write(b"host plugin ready\n")
-        sys.stdout.buffer.flush()
+        with self._write_lock:
+            self.stdout.write(b"host plugin ready\n")
+            self.stdout.flush()
 
 
 @mutant("provider-kind-uppercase")
@@ -62,7 +62,7 @@ class MalformedLineIgnored(HostPlugin):
     """Silently drops lines that are not JSON."""
 
     def malformed(self, reason: str) -> None:
-        print(f"dropping malformed line: {reason}", file=sys.stderr)
+        print(f"dropping malformed line: {reason}", file=self.stderr, flush=True)
 
 
 @mutant("malformed-line-exits")

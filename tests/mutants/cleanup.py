@@ -8,12 +8,11 @@ persistent registry and proves that every sandbox they were asked for is deleted
 
 from __future__ import annotations
 
-import os
 import threading
 from typing import Any
 
 from conformance.reference.host_plugin import HostPlugin
-from conformance.reference.mutants import mutant
+from tests.mutants import mutant
 
 CRASH_EXIT_CODE = 70
 
@@ -26,7 +25,7 @@ class _Dies(HostPlugin):
     def die(self, why: str) -> None:
         self.log(f"crashing on purpose: {why}")
         self.backend.close()
-        os._exit(CRASH_EXIT_CODE)
+        self.exit_now(CRASH_EXIT_CODE)
 
 
 class _Hangs(HostPlugin):

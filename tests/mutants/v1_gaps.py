@@ -6,7 +6,7 @@ import copy
 from typing import Any
 
 from conformance.reference.host_plugin import BASE_CAPABILITIES, HostPlugin, application_error
-from conformance.reference.mutants import mutant
+from tests.mutants import mutant
 
 
 @mutant("resources-accepted-and-ignored")

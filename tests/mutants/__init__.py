@@ -1,9 +1,12 @@
-"""Deliberately broken variants of the reference providers.
+"""Deliberately broken variants of the reference providers: test doubles of the suite's own tests,
+never shipped in the wheel.
 
-Each mutant overrides one behaviour of an honest reference plugin and is registered under a stable
-name. The YAML files in ``catalogue/`` say, for each, which requirements it breaks and which
-scenarios must turn red; ``tests/test_mutants.py`` runs the suite against every entry. Every module
-of this package is imported, so a new module of mutants needs no registration here.
+Each mutant subclasses an honest reference provider (``conformance.reference``), overrides one small
+method (the reference servers' seams, listed in their class docstrings) and is registered under a
+stable name. The YAML files in ``catalogue/`` say, for each, which requirements it breaks and which
+scenarios must turn red; ``tests/test_mutants.py`` runs the suite against every entry, starting each
+through ``launch.py`` (``python -m tests.mutants.launch host|docker|rest NAME ...``). Every module of
+this package but the launcher is imported, so a new module of mutants needs no registration here.
 """
 
 from __future__ import annotations
@@ -45,4 +48,5 @@ def catalogue() -> list[dict[str, Any]]:
 
 
 for _module in pkgutil.iter_modules(__path__):
-    import_module(f"{__name__}.{_module.name}")
+    if _module.name != "launch":
+        import_module(f"{__name__}.{_module.name}")

@@ -1,7 +1,7 @@
 """Broken variants (and a control) of the Docker-backed v1 plugin (conformance/reference/docker_plugin.py).
 
 Catalogued with ``provider: docker`` in ``catalogue/docker.yaml``: the suite's own tests start them as
-``sandbox-conformance-docker-plugin --mutant NAME`` and skip them, visibly, where no Docker engine runs.
+``python -m tests.mutants.launch docker NAME`` and skip them, visibly, where no Docker engine runs.
 """
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import subprocess
 import tempfile
 from typing import Any
 
-from conformance.reference.docker_backend import DockerBackend, DockerCli, DockerSandbox
+from conformance.reference.docker_backend import DockerBackend, DockerCli, DockerSandbox, cli_environment
 from conformance.reference.docker_plugin import DockerPlugin
 from conformance.reference.host_backend import HostSandbox
-from conformance.reference.mutants import mutant
+from tests.mutants import mutant
 
 
 @mutant("docker-resources-accepted-and-ignored")
@@ -39,15 +39,15 @@ class _SignalsAsExitCodes(DockerBackend):
 class DockerSignalAsExitCode(DockerPlugin):
     """Reports a command a signal ended as an exit code (143 for SIGTERM), as `docker exec` says it."""
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(backend=_SignalsAsExitCodes(), **kwargs)
+    def make_backend(self) -> DockerBackend:
+        return _SignalsAsExitCodes(environ=self.environ)
 
 
 @mutant("docker-control-engine-unreachable")
 class DockerControlEngineUnreachable(DockerPlugin):
     """Control: a Docker engine nobody listens for; health must still be a successful answer, saying so."""
 
-    def __init__(self, **kwargs: Any) -> None:
-        cli = DockerCli()
+    def make_backend(self) -> DockerBackend:
+        cli = DockerCli(environment=cli_environment(self.environ))
         cli.environment["DOCKER_HOST"] = f"unix://{tempfile.gettempdir()}/sandbox-conformance-no-engine.sock"
-        super().__init__(backend=DockerBackend(cli=cli), **kwargs)
+        return DockerBackend(cli=cli, environ=self.environ)

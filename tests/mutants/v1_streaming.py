@@ -9,10 +9,10 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from conformance.reference import host_backend
+from conformance.reference.host_backend import HostBackend
 from conformance.reference.host_plugin import HostPlugin, application_error
-from conformance.reference.mutants import mutant
 from conformance.reference.sanitize import Sanitizer, sanitize
+from tests.mutants import mutant
 
 Forward = Callable[[str, bytes], None]
 
@@ -372,11 +372,10 @@ class _StatelessSanitizer(Sanitizer):
 class SanitizationStateless(HostPlugin):
     """Sanitizes each chunk on its own, so an escape sequence split across chunks survives in part."""
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        # The backend builds its sanitizers from this module name; the mutant process runs only
-        # this variant, so replacing it process-wide is contained.
-        host_backend.Sanitizer = _StatelessSanitizer
+    def make_backend(self) -> HostBackend:
+        backend = super().make_backend()
+        backend.sanitizer_class = _StatelessSanitizer
+        return backend
 
 
 class _SanitizesWhenSending(Relay):
