@@ -79,7 +79,7 @@ def test_list_names_every_scenario_with_its_tags() -> None:
 
 def test_a_failure_carries_requirement_step_transcript_stderr_and_a_working_reproduction(suite, tmp_path) -> None:
     plugin = mutant_command("exec-env-ignored")
-    run = suite("--plugin", plugin)
+    run = suite("--plugin", plugin, "--feature", "exec.feature")
     assert run.exit_code == 1
     failure = next(s for s in run.results["scenarios"] if s["id"] == "exec-env")
     assert failure["outcome"] == "failed"
@@ -103,7 +103,7 @@ def test_a_failure_carries_requirement_step_transcript_stderr_and_a_working_repr
 
 
 def test_a_run_of_failures_only_reports_diagnostics_for_failures(suite) -> None:
-    run = suite("--plugin", mutant_command("delete-unknown-errors"))
+    run = suite("--plugin", mutant_command("delete-unknown-errors"), "--feature", "delete.feature")
     scenarios = {s["id"]: s for s in run.results["scenarios"]}
     assert "transcript" in scenarios["delete-unknown"]
     assert "transcript" not in scenarios["delete-twice"]

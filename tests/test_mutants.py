@@ -4,13 +4,17 @@ variant (a double that honestly offers what the reference cannot) turns its scen
 from __future__ import annotations
 
 import contextlib
+import uuid
 
 import pytest
 
+from conformance.providers import ProviderConfig
 from conformance.reporting.catalogue import all_scenarios
-from tests.helpers import docker_mutant_arguments, mutant_command, run_cli
+from tests import inprocess
 from tests.mutants import REGISTRY, catalogue
-from tests.test_rest import rest_server
+
+DOCKER_MUTANT = "tests.mutants.launch:serve_docker_mutant"
+TOKEN_ENV = "FORKD_TOKEN"  # the built-in forkd profile's token variable
 
 ENTRIES = catalogue()
 SCENARIOS = {entry.id: entry for entry in all_scenarios()}
@@ -40,40 +44,73 @@ def test_every_scenario_has_a_mutant_that_fails_it() -> None:
     assert not uncovered, f"scenarios no mutant proves can fail: {uncovered}"
 
 
-def _docker_provider(entry: dict, request: pytest.FixtureRequest) -> list[str] | None:
-    """For `provider: docker` entries, the Docker plugin's mutant on the local sandbox image (the fixture
-    skips visibly, or fails under SANDBOX_CONFORMANCE_REQUIRE_DOCKER=1, without an engine)."""
-    if entry.get("provider") != "docker":
-        return None
-    return docker_mutant_arguments(entry["name"], image=request.getfixturevalue("docker_sandbox_image"))
+def _provider(entry: dict, request: pytest.FixtureRequest, stack: contextlib.ExitStack) -> ProviderConfig:
+    """The variant as a provider served in this process: a host or Docker plugin on a thread, or the
+    REST server's variant on a thread on a free loopback port (its token in this process's environment)."""
+    timeout = float(entry.get("call_timeout", 30))
+    if entry.get("transport") == "rest":
+        token = f"mutant-token-{uuid.uuid4().hex}"
+        request.getfixturevalue("monkeypatch").setenv(TOKEN_ENV, token)
+        url = stack.enter_context(inprocess.rest_server(token, REGISTRY[entry["name"]]))
+        return ProviderConfig(rest_url=url, profile="forkd", call_timeout_s=timeout, run_id=_run_id(entry))
+    if entry.get("provider") == "docker":
+        from conformance.reference.docker_plugin import create_spec
+
+        image = request.getfixturevalue("docker_sandbox_image")
+        return ProviderConfig(in_process=(DOCKER_MUTANT, entry["name"]), create_spec=create_spec(image),
+                              call_timeout_s=timeout, run_id=_run_id(entry))
+    return inprocess.plugin(mutant=entry["name"], call_timeout_s=timeout, run_id=_run_id(entry))
 
 
-@pytest.mark.parametrize("entry", ENTRIES, ids=[e["name"] for e in ENTRIES])
-def test_each_variant_fails_and_passes_exactly_its_scenarios(entry, suite, request, tmp_path) -> None:
-    features = sorted({SCENARIOS[sid].feature for sid in _named(entry)})
-    # --strict: a SHOULD scenario a mutant breaks must fail the run too.
-    selection = ["--strict", *(argument for feature in features for argument in ("--feature", feature))]
-    if "call_timeout" in entry:  # a mutant that never answers costs this deadline, not the default 30 s
-        selection += ["--call-timeout", str(entry["call_timeout"])]
-    with contextlib.ExitStack() as stack:
-        if entry.get("transport") == "rest":
-            # The reference REST server's mutant, always stopped; the suite gets its token in the environment.
-            server = stack.enter_context(rest_server(tmp_path, mutant=entry["name"]))
-            run = run_cli("run", "--rest", server.url, "--profile", "forkd", *selection,
-                          report_dir=tmp_path / "reports", timeout=300, env=server.env())
-        else:
-            provider = _docker_provider(entry, request) or ["--plugin", mutant_command(entry["name"])]
-            run = suite(*provider, *selection)
+def _run_id(entry: dict) -> str:
+    return f"mutant-{entry['name']}-{uuid.uuid4().hex[:6]}"
+
+
+def _check(entry: dict, run: inprocess.InProcessRun, selected: set[str], exact: bool) -> None:
     expected_fail = set(entry.get("fails", []))
-    assert run.exit_code == (1 if expected_fail else 0), f"exit {run.exit_code}\n{run.stdout[-3000:]}{run.stderr[-2000:]}"
+    summary = run.output[-3000:]
+    assert run.exit_code == (1 if expected_fail else 0), f"exit {run.exit_code}\n{summary}"
     errors = run.with_outcome("error")
-    assert not errors, f"the suite blamed itself instead of the provider: {errors}"
+    assert not errors, f"the suite blamed itself instead of the provider: {errors}\n{summary}"
     failed = run.with_outcome("failed")
     missing = expected_fail - failed
     assert not missing, f"{entry['name']} should fail {sorted(missing)}; outcomes: {run.outcomes()}"
-    passed = run.with_outcome("passed")
-    not_passed = set(entry.get("passes", [])) - passed
+    not_passed = set(entry.get("passes", [])) - run.with_outcome("passed")
     assert not not_passed, f"{entry['name']} should pass {sorted(not_passed)}; outcomes: {run.outcomes()}"
-    if entry.get("exact", True):
-        unexpected = failed - expected_fail - set(entry.get("may_fail", []))
+    if exact:
+        unexpected = (failed & selected) - expected_fail - set(entry.get("may_fail", []))
         assert not unexpected, f"{entry['name']} also failed {sorted(unexpected)}"
+
+
+@pytest.mark.parametrize("entry", ENTRIES, ids=[e["name"] for e in ENTRIES])
+def test_each_variant_fails_and_passes_exactly_its_scenarios(entry, request, tmp_path) -> None:
+    """The scenarios the catalogue names, against the variant served in this process; --strict, so a
+    SHOULD scenario the variant breaks fails the run too."""
+    scenarios = tuple(sorted(_named(entry)))
+    with contextlib.ExitStack() as stack:
+        provider = _provider(entry, request, stack)
+        run = inprocess.run_suite(provider, tmp_path / "reports", scenarios=scenarios, strict=True)
+    _check(entry, run, set(scenarios), exact=entry.get("exact", True))
+
+
+def _exactness_probes() -> list[dict]:
+    """Per catalogue file (an area), one variant whose whole feature files are run, so a variant that
+    breaks more than it says is caught somewhere in every area: the entry marked ``exactness_probe``,
+    else the area's first exact entry."""
+    probes = []
+    for area in sorted({entry["catalogue"] for entry in ENTRIES}):
+        entries = [e for e in ENTRIES if e["catalogue"] == area and e.get("exact", True)]
+        marked = [e for e in entries if e.get("exactness_probe")]
+        if marked or entries:
+            probes.append((marked or entries)[0])
+    return probes
+
+
+@pytest.mark.parametrize("entry", _exactness_probes(), ids=lambda e: f"{e['catalogue']}:{e['name']}")
+def test_one_variant_per_area_fails_nothing_else_in_its_whole_features(entry, request, tmp_path) -> None:
+    features = tuple(sorted({SCENARIOS[sid].feature for sid in _named(entry)}))
+    with contextlib.ExitStack() as stack:
+        provider = _provider(entry, request, stack)
+        run = inprocess.run_suite(provider, tmp_path / "reports", features=features, strict=True)
+    selected = {sid for sid, outcome in run.outcomes().items() if outcome != "disabled"}
+    _check(entry, run, selected, exact=True)

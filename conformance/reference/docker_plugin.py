@@ -24,8 +24,8 @@ import json
 import os
 import shlex
 import sys
-from collections.abc import Mapping
-from typing import Any, BinaryIO, TextIO
+from collections.abc import Callable, Mapping
+from typing import Any, BinaryIO, NoReturn, TextIO
 
 from conformance import __version__
 from conformance.reference.docker_backend import (
@@ -170,7 +170,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def serve(argv: list[str], stdin: BinaryIO, stdout: BinaryIO, stderr: TextIO, environ: Mapping[str, str],
-          *, plugin_class: type[DockerPlugin] | None = None) -> int:
+          *, plugin_class: type[DockerPlugin] | None = None,
+          exit_now: Callable[[int], NoReturn] | None = None) -> int:
     """Run the plugin (or ``--sweep``) on the given streams; the exit code it would exit with.
 
     ``argv`` is the command line without the program name; ``stdin``/``stdout`` are binary, ``stderr``
@@ -192,7 +193,7 @@ def serve(argv: list[str], stdin: BinaryIO, stdout: BinaryIO, stderr: TextIO, en
         stdout.flush()
         return 0
     chosen = plugin_class or DockerPlugin
-    return chosen(stdin=stdin, stdout=stdout, stderr=stderr, environ=environ).serve()
+    return chosen(stdin=stdin, stdout=stdout, stderr=stderr, environ=environ, exit_now=exit_now).serve()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,8 +14,8 @@ import os
 import platform
 import sys
 import threading
-from collections.abc import Mapping
-from typing import Any, BinaryIO, TextIO
+from collections.abc import Callable, Mapping
+from typing import Any, BinaryIO, NoReturn, TextIO
 
 from conformance import __version__
 from conformance.reference.host_backend import BackendError, HostBackend, HostSandbox, invalid_spec
@@ -520,7 +520,8 @@ def plugin_class_for(dialect: str) -> type[StdioJsonRpcServer]:
 
 
 def serve(argv: list[str], stdin: BinaryIO, stdout: BinaryIO, stderr: TextIO, environ: Mapping[str, str],
-          *, plugin_class: type[StdioJsonRpcServer] | None = None) -> int:
+          *, plugin_class: type[StdioJsonRpcServer] | None = None,
+          exit_now: Callable[[int], NoReturn] | None = None) -> int:
     """Run the plugin on the given streams until its input ends; the exit code it would exit with.
 
     ``argv`` is the command line without the program name (``--dialect``, as ``main()`` parses it);
@@ -534,7 +535,7 @@ def serve(argv: list[str], stdin: BinaryIO, stdout: BinaryIO, stderr: TextIO, en
     except ArgumentsEnd as end:
         return end.status
     chosen = plugin_class or plugin_class_for(args.dialect)
-    return chosen(stdin=stdin, stdout=stdout, stderr=stderr, environ=environ).serve()
+    return chosen(stdin=stdin, stdout=stdout, stderr=stderr, environ=environ, exit_now=exit_now).serve()
 
 
 def main(argv: list[str] | None = None) -> int:

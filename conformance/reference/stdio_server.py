@@ -14,7 +14,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, BinaryIO, NoReturn, TextIO
 
 
@@ -46,7 +46,7 @@ class StdioJsonRpcServer:
     Seams (what a subclass, a test double or an in-process host may replace, each a small method or a
     constructor argument — never a copy of the loop):
 
-    - ``__init__(stdin=None, stdout=None, stderr=None, environ=None)``: binary ``stdin``/``stdout``
+    - ``__init__(stdin=None, stdout=None, stderr=None, environ=None, exit_now=None)``: binary ``stdin``/``stdout``
       (default ``sys.stdin.buffer``/``sys.stdout.buffer``), a text ``stderr`` for ``log()`` (default
       ``sys.stderr``), and ``environ``, the mapping the server and its backend read instead of
       ``os.environ`` (default ``os.environ``). It is copied, without ``BASH_ENV``; ``os.environ`` is
@@ -55,7 +55,8 @@ class StdioJsonRpcServer:
     - ``accept_line(raw) -> bool``: whether a line is handled at all (default: blank lines are skipped).
     - ``handle_line(raw) -> bool``: parse and route one line; False stops the server.
     - ``exit_now(code)``: end the whole provider at once, unanswered and unflushed, as a crash does
-      (default ``os._exit(code)``; a host running the server on a thread ends that thread instead).
+      (default ``os._exit(code)``; a host running the server on a thread passes its own ``exit_now``
+      to the constructor, which ends the serving thread instead).
     - ``on_start()``, ``on_stop()``, ``dispatch(method, params)``, ``error_object(failure)``,
       ``malformed(reason)``, ``internal_error(method, exc)``, ``inline_methods``.
 
@@ -66,7 +67,10 @@ class StdioJsonRpcServer:
     inline_methods: frozenset[str] = frozenset({"shutdown"})
 
     def __init__(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None,
-                 stderr: TextIO | None = None, environ: Mapping[str, str] | None = None) -> None:
+                 stderr: TextIO | None = None, environ: Mapping[str, str] | None = None,
+                 exit_now: Callable[[int], NoReturn] | None = None) -> None:
+        self._exit_hook = exit_now
+        self._exiting = False
         self.stdin = stdin if stdin is not None else sys.stdin.buffer
         self.stdout = stdout if stdout is not None else sys.stdout.buffer
         self.stderr = stderr if stderr is not None else sys.stderr
@@ -174,6 +178,9 @@ class StdioJsonRpcServer:
         """End the provider at once with exit code ``code``: no answer, no ``on_stop``, nothing flushed —
         what a crash looks like from the host. An override (a server on a thread) must not return either:
         it ends the serving loop with ``code`` and raises in the calling thread."""
+        self._exiting = True
+        if self._exit_hook is not None:
+            self._exit_hook(code)
         os._exit(code)
 
     log_prefix = "plugin"
@@ -192,6 +199,10 @@ class StdioJsonRpcServer:
         except Exception as exc:  # a bug in the reference provider must still answer
             self.log(f"#{request_id} {method}: internal error {exc!r}")
             self.respond_error(request_id, self.internal_error(method, exc))
+        except BaseException:
+            if self._exiting:  # exit_now's hook ended the provider: this thread ends with it, quietly
+                return False
+            raise
         else:
             self.log(f"#{request_id} {method}: ok in {(time.monotonic() - started) * 1000:.0f} ms")
             self.respond(request_id, result)

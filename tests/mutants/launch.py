@@ -21,7 +21,7 @@ import os
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import BinaryIO, TextIO
+from typing import Any, BinaryIO, TextIO
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -59,7 +59,7 @@ def _kind(cls: type) -> str:
 
 
 def serve_host_mutant(argv: list[str], stdin: BinaryIO, stdout: BinaryIO, stderr: TextIO,
-                      environ: Mapping[str, str]) -> int:
+                      environ: Mapping[str, str], exit_now: Any = None) -> int:
     """Serve the host-plugin mutant ``argv[0]`` (v1 or sketch) on the given streams; its exit code.
 
     ``argv`` is ``[NAME, *plugin arguments]`` (the arguments of ``sandbox-conformance-host-plugin``;
@@ -75,11 +75,11 @@ def serve_host_mutant(argv: list[str], stdin: BinaryIO, stdout: BinaryIO, stderr
     cls = _lookup("host", argv[0], stderr)
     if cls is None:
         return 2
-    return host_plugin.serve(argv[1:], stdin, stdout, stderr, environ, plugin_class=cls)
+    return host_plugin.serve(argv[1:], stdin, stdout, stderr, environ, plugin_class=cls, exit_now=exit_now)
 
 
 def serve_docker_mutant(argv: list[str], stdin: BinaryIO, stdout: BinaryIO, stderr: TextIO,
-                        environ: Mapping[str, str]) -> int:
+                        environ: Mapping[str, str], exit_now: Any = None) -> int:
     """Serve the Docker-plugin mutant ``argv[0]``; ``argv[1:]`` are ``sandbox-conformance-docker-plugin``
     arguments. Streams and ``environ`` as for ``serve_host_mutant``."""
     from conformance.reference import docker_plugin
@@ -90,7 +90,7 @@ def serve_docker_mutant(argv: list[str], stdin: BinaryIO, stdout: BinaryIO, stde
     cls = _lookup("docker", argv[0], stderr)
     if cls is None:
         return 2
-    return docker_plugin.serve(argv[1:], stdin, stdout, stderr, environ, plugin_class=cls)
+    return docker_plugin.serve(argv[1:], stdin, stdout, stderr, environ, plugin_class=cls, exit_now=exit_now)
 
 
 def serve_rest_mutant(argv: list[str]) -> int:

@@ -335,15 +335,17 @@ class FsRelativeToPluginCwd(HostPlugin):
 
     def on_start(self) -> None:
         # A private directory inside the backend's root stands in for the plugin's cwd, so the
-        # mutant never scatters files into wherever it was started from.
-        own_cwd = self.backend.root / "plugin-process-cwd"
-        own_cwd.mkdir(parents=True, exist_ok=True)
-        os.chdir(own_cwd)
+        # mutant never scatters files into wherever it was started from; relative paths resolve
+        # against it exactly as the OS would against a chdir'd process (without changing the cwd of a
+        # process this plugin may share with others, as when it is served in-process).
+        self.own_cwd = self.backend.root / "plugin-process-cwd"
+        self.own_cwd.mkdir(parents=True, exist_ok=True)
         super().on_start()
 
     def _path(self, params: dict[str, Any], key: str = "path") -> Path:
         self.backend.get(params["sandbox_id"])
-        return Path(params[key] or ".")
+        path = Path(params[key] or ".")
+        return path if path.is_absolute() else self.own_cwd / path
 
 
 @mutant("fs-absolute-paths-joined-to-workspace")

@@ -1,0 +1,81 @@
+"""The suite run inside this process: the runner's ``run(config)`` against a plugin served on a thread
+(``conformance/transports/memory.py``) or a REST server on a thread, the document returned in memory.
+
+Where starting a process is not the point, our tests use this instead of the CLI: no interpreter start,
+no plugin process, no results.json to read back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from conformance import runner
+from conformance.config import RunConfig, Selection
+from conformance.engine import Document
+from conformance.providers import ProviderConfig
+
+HOST_PLUGIN = "conformance.reference.host_plugin:serve"
+HOST_MUTANT = "tests.mutants.launch:serve_host_mutant"
+
+
+def plugin(*argv: str, mutant: str | None = None, **fields) -> ProviderConfig:
+    """A host plugin (the reference, or the host mutant ``mutant``) served in this process."""
+    target = (HOST_MUTANT, mutant, *argv) if mutant is not None else (HOST_PLUGIN, *argv)
+    return ProviderConfig(in_process=target, **fields)
+
+
+@dataclass
+class InProcessRun:
+    exit_code: int
+    document: Document
+    output: str  # what the run printed (the terminal summary)
+
+    @property
+    def results(self) -> dict:
+        return self.document.data
+
+    def outcomes(self) -> dict[str, str]:
+        return self.document.outcomes()
+
+    def with_outcome(self, *outcomes: str) -> set[str]:
+        return self.document.with_outcome(*outcomes)
+
+
+def run_suite(provider: ProviderConfig, report_dir: Path, *, scenarios: tuple[str, ...] = (),
+              features: tuple[str, ...] = (), tags: str | None = None, strict: bool = False, seed: int = 42,
+              expected_failures: str | None = None, update_baseline: str | None = None,
+              repeat: int = 1) -> InProcessRun:
+    """Run the selection against ``provider`` and return what the CLI would have written and printed."""
+    config = RunConfig(provider=provider, selection=Selection(scenarios=scenarios, features=features, tags=tags),
+                       report_dir=str(report_dir), seed=seed, strict=strict, expected_failures=expected_failures,
+                       update_baseline=update_baseline, repeat=repeat)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        outcome = runner.run(config)
+    assert outcome.document is not None, f"the run wrote no document (exit {outcome.exit_code}): {outcome.note}"
+    return InProcessRun(outcome.exit_code, outcome.document, printed.getvalue())
+
+
+@contextlib.contextmanager
+def rest_server(token: str, app_class=None) -> Iterator[str]:
+    """The reference REST server (or a mutant ``app_class``) on a thread on a free loopback port; its URL."""
+    from conformance.reference import rest_server as server_module
+
+    cls = app_class or server_module.ForkdApp
+    app = cls(token)
+    server = server_module.build_server(app, "127.0.0.1", 0)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        host, port = server.server_address[:2]
+        yield f"http://{host}:{port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        app.close()
+        thread.join(timeout=5)
