@@ -141,12 +141,12 @@ CLI_WITH_CTRL_C = ("import signal, sys; signal.signal(signal.SIGINT, signal.defa
 
 
 def test_a_plugin_that_dies_for_good_has_its_leak_reported_and_swept_later(tmp_path: Path, run_id: str) -> None:
-    # The plugin dies mid-scenario and refuses to start again (after the preflight and the shared
-    # connection): the suite cannot delete the sandbox, so it says so, and `sweep` removes it later.
+    # The plugin dies mid-scenario and refuses to start again (after the one start whose handshake
+    # serves the run): the suite cannot delete the sandbox, so it says so, and `sweep` removes it later.
     registry = tmp_path / "registry"
     starts = tmp_path / "starts"
     script = (f'n=0; [ -e {starts} ] && read -r n < {starts}; n=$((n + 1)); echo "$n" > {starts}; '
-              f'[ "$n" -gt 2 ] && {{ echo "refusing to start again" >&2; exit 3; }}; '
+              f'[ "$n" -gt 1 ] && {{ echo "refusing to start again" >&2; exit 3; }}; '
               f'exec {mutant_command("signalled-exec-crashes-plugin")}')
     plugin = shlex.join([shutil.which("bash") or "/bin/bash", "-c", script])
     run = run_cli("run", "--plugin", plugin, "--env", f"{REGISTRY_ENV}={registry}", "--run-id", run_id,
@@ -298,7 +298,7 @@ def test_sweep_names_what_it_could_not_delete(tmp_path: Path, run_id: str) -> No
     (["--run-id", "r", "--plugin", "true"], "did not complete the handshake"),
     (["--run-id", "r", "--env", "NOT-A-PAIR"], "--env expects NAME=VALUE"),
     (["--run-id", "r", "--profile", "forkd"], "--profile applies to REST providers only"),
-    (["--run-id", "r", "--rest", "http://127.0.0.1:1", "--plugin", "x"], "mutually exclusive"),
+    (["--run-id", "r", "--rest", "http://127.0.0.1:1", "--plugin", "x"], "not allowed with argument --rest"),
     (["--run-id", "r", "--dialect", "fabro-sketch",
       "--plugin", plugin_command("--dialect", "fabro-sketch")], "cannot be swept"),
 ])

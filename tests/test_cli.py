@@ -114,3 +114,24 @@ def test_the_default_report_dir_is_reports_in_the_working_directory(tmp_path: Pa
     assert run.exit_code == 0, run.stderr
     assert (tmp_path / "reports" / "results.json").is_file()
     assert (tmp_path / "reports" / "junit.xml").is_file()
+
+
+@pytest.mark.parametrize(("plugin_arguments", "starts"), [
+    pytest.param((), 1, id="v1: the handshake that checks the setup serves the run"),
+    pytest.param(("--dialect", "fabro-sketch"), 2, id="sketch: plus the throwaway one-or-many probe"),
+])
+def test_a_one_scenario_run_starts_the_plugin_once(tmp_path: Path, plugin_arguments: tuple[str, ...],
+                                                   starts: int) -> None:
+    counter = tmp_path / "starts"
+    script = tmp_path / "counting-plugin.sh"
+    script.write_text(f"#!/bin/sh\necho started >> {counter}\nexec {plugin_command()} \"$@\"\n")
+    script.chmod(0o755)
+    run = run_cli("run", "--plugin", shlex.join([str(script), *plugin_arguments]), "--scenario", "delete-unknown",
+                  report_dir=tmp_path / "reports")
+    assert run.exit_code == 0, run.stderr
+    assert len(counter.read_text().splitlines()) == starts
+    assert run.results["summary"]["passed"] == 1
+    if plugin_arguments:  # the detected mode is reported, in results.json and in the run header
+        assert run.results["provider"]["sandboxes_per_process"] == "one"
+        assert "one sandbox per process" in run.stdout
+    assert f"run {run.results['run']['id']}" in run.stdout

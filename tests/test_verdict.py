@@ -8,6 +8,7 @@ the exit code, stderr and results.json.
 from __future__ import annotations
 
 import json
+import os
 import re
 import secrets
 import signal
@@ -329,6 +330,26 @@ def test_a_planted_token_never_appears_in_any_report(suite) -> None:
                         ("stdout", run.stdout), ("stderr", run.stderr)):
         assert canary not in text, f"the canary token appears in {where}"
     assert '--env "CANARY_TOKEN=${CANARY_TOKEN:?export CANARY_TOKEN first}"' in failure["reproduce"]
+
+
+def test_every_value_handed_to_the_plugin_is_redacted_whatever_its_name(tmp_path: Path) -> None:
+    """A value given with --env under a name that does not look secret, and one forwarded with
+    --pass-env, are secrets all the same: the plugin echoes both, no report or terminal line shows them,
+    and the reproduce command refers to the --env value by its variable, never by its value."""
+    plain, forwarded = f"plain-{secrets.token_hex(12)}", f"forwarded-{secrets.token_hex(12)}"
+    run = run_cli("run", "--plugin", mutant_command("secret-echoing"), "--env", f"CANARY_PLAIN={plain}",
+                  "--pass-env", "CANARY_FORWARDED", "--feature", "delete.feature",
+                  report_dir=tmp_path / "reports", env={**os.environ, "CANARY_FORWARDED": forwarded})
+    assert run.exit_code == 1, run.stderr
+    failure = next(s for s in run.results["scenarios"] if s["id"] == "delete-unknown")
+    assert "[REDACTED]" in failure["stderr"] and "[REDACTED]" in failure["message"], "the leak happened"
+    for where, text in (("results.json", (run.report_dir / "results.json").read_text()),
+                        ("junit.xml", (run.report_dir / "junit.xml").read_text()),
+                        ("stdout", run.stdout), ("stderr", run.stderr)):
+        for canary in (plain, forwarded):
+            assert canary not in text, f"a value handed to the plugin appears in {where}"
+    assert '--env "CANARY_PLAIN=${CANARY_PLAIN:?export CANARY_PLAIN first}"' in failure["reproduce"]
+    assert "--pass-env CANARY_FORWARDED" in failure["reproduce"]
 
 
 def test_a_signal_while_the_report_is_written_is_noted_not_raised() -> None:

@@ -16,12 +16,15 @@ FLAKE_STATE_ENV = "SANDBOX_CONFORMANCE_FLAKE_STATE"
 
 
 def _secrets(environ: Mapping[str, str]) -> list[str]:
-    return [value for name, value in sorted(environ.items()) if name.endswith("_TOKEN") and value]
+    """What it leaks: every ``*_TOKEN`` value, and every ``CANARY*`` value whatever its name looks like
+    (a value handed over with ``--env PLAIN=…`` or ``--pass-env`` is as secret as a token)."""
+    return [value for name, value in sorted(environ.items())
+            if (name.endswith("_TOKEN") or name.startswith("CANARY")) and value]
 
 
 @mutant("secret-echoing")
 class SecretEchoing(HostPlugin):
-    """Writes every ``*_TOKEN`` value it was given to stderr, and puts them into the error it answers for
+    """Writes every ``*_TOKEN`` (and ``CANARY*``) value it was given to stderr, and puts them into the error it answers for
     a delete of an id it never minted — the suite must still never show a token in any report."""
 
     def on_start(self) -> None:
