@@ -25,9 +25,10 @@ def render_summary(document: dict[str, Any], width: int = 110, color: bool = Fal
     provider = document["provider"]
     mode = provider.get("sandboxes_per_process")
     console.rule(f"sandbox-conformance {document['suite']['version']} · {provider.get('kind')} "
-                 f"{provider.get('version')} · {provider.get('dialect')} over {provider.get('transport')}"
-                 + (f" · {mode} sandbox{'es' if mode == 'many' else ''} per process" if mode else ""))
-    console.print(f"run {document['run']['id']}", markup=False, highlight=False)
+                 f"{provider.get('version')} · {provider.get('dialect')} over {provider.get('transport')}")
+    console.print(f"run {document['run']['id']}"
+                  + (f" · {mode} sandbox{'es' if mode == 'many' else ''} per process" if mode else ""),
+                  markup=False, highlight=False, soft_wrap=True)
     for scenario in document["scenarios"]:
         if scenario["outcome"] == "xpass":
             console.print(Text(f"XPASS {scenario['id']}", style=_STYLE["xpass"]),
