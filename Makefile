@@ -5,7 +5,7 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-WORKERS ?= 2
+WORKERS ?= 4
 
 .PHONY: setup run run-sketch run-docker images test wheel bench clean
 

@@ -19,6 +19,7 @@ from conformance.reporting import writer
 from conformance.reporting.baseline import Baseline, write_baseline
 from conformance.reporting.catalogue import CatalogueEntry
 from conformance.reporting.model import ScenarioResult
+from conformance.transcript import REDACTOR
 
 
 @dataclass
@@ -92,6 +93,7 @@ def finish(config: RunConfig, facts: RunFacts, catalogue: Iterable[CatalogueEntr
             if result.outcome != "disabled" and "teardown" not in result.phases:
                 result.outcome = "error"
                 result.message = "the run was interrupted before this scenario finished"
+                result.reproduce = REDACTOR.text(config.reproduce(result.id))
                 created.extend(sid for sid in owned_by(result.id) if sid not in created)
     leaked = (facts.leaked - set(sweep.deleted)) | set(sweep.leaked)
     data = writer.build_document(

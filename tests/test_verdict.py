@@ -246,6 +246,9 @@ def test_an_interrupted_run_fails_and_says_so(tmp_path: Path) -> None:
     assert any("interrupted" in reason for reason in results["verdict"]["reasons"])
     assert results["sandboxes"]["leaked"] == []
     assert results["summary"]["disabled"] < results["summary"]["total"]
+    cut_short = [s for s in results["scenarios"] if s["message"] == "the run was interrupted before this scenario finished"]
+    assert cut_short and all("--scenario" in s["reproduce"] for s in cut_short), "a command re-runs what was cut short"
+    assert "reproduce: None" not in stdout
 
 
 # -- identity and reproducibility ----------------------------------------------------------------

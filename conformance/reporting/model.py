@@ -7,7 +7,7 @@ controller as JSON (``to_json``/``from_json``). ``ScenarioResult.absorb`` folds 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 # xfail and xpass are never reported by a phase: the baseline turns failed into xfail and passed into
@@ -19,6 +19,21 @@ _SEVERITY = {"passed": 0, "disabled": 1, "skipped": 2, "failed": 3, "error": 4}
 
 # Why a scenario was skipped, kept typed so the gap section never re-reads the message.
 SKIP_CAUSES = ("not declared", "not expressible", "other dialect")
+
+
+@dataclass(kw_only=True)
+class Diagnostics:
+    """What a reader of a failure needs; a phase report carries it, and so does the scenario's result."""
+
+    message: str | None = None
+    skip_cause: str | None = None  # one of SKIP_CAUSES when skipped (typed; never written out)
+    step: str | None = None
+    transcript: list[str] = field(default_factory=list)
+    transcript_omitted: int = 0
+    stderr: str | None = None
+    reproduce: str | None = None
+    requirement_texts: dict[str, str] = field(default_factory=dict)
+    findings: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -40,22 +55,13 @@ class ScenarioInfo:
 
 
 @dataclass
-class PhaseReport:
+class PhaseReport(Diagnostics):
     """One phase of one scenario, as the process that ran it saw it."""
 
     scenario: ScenarioInfo
     phase: str  # setup, call or teardown
     duration_s: float
     outcome: str = "passed"  # passed, skipped, failed or error
-    message: str | None = None
-    skip_cause: str | None = None  # one of SKIP_CAUSES when skipped
-    step: str | None = None
-    transcript: list[str] = field(default_factory=list)
-    transcript_omitted: int = 0
-    stderr: str | None = None
-    reproduce: str | None = None
-    requirement_texts: dict[str, str] = field(default_factory=dict)
-    findings: dict[str, dict[str, str]] = field(default_factory=dict)
     sandboxes_created: list[str] = field(default_factory=list)
     sandboxes_leaked: list[str] = field(default_factory=list)
 
@@ -71,7 +77,7 @@ class PhaseReport:
 
 
 @dataclass
-class ScenarioResult:
+class ScenarioResult(Diagnostics):
     id: str
     name: str
     feature: str
@@ -82,17 +88,8 @@ class ScenarioResult:
     dialects: list[str]
     outcome: str = "passed"
     duration_s: float = 0.0
-    message: str | None = None
-    step: str | None = None
-    transcript: list[str] = field(default_factory=list)
-    transcript_omitted: int = 0
-    stderr: str | None = None
-    reproduce: str | None = None
-    requirement_texts: dict[str, str] = field(default_factory=dict)
-    findings: dict[str, dict[str, str]] = field(default_factory=dict)
     outcomes: list[str] = field(default_factory=list)  # --repeat: each repetition's outcome, in order
     phases: set[str] = field(default_factory=set)  # which of setup/call/teardown reported (not written out)
-    skip_cause: str | None = None  # one of SKIP_CAUSES (not written out)
 
     @property
     def capability(self) -> str | None:
@@ -124,7 +121,9 @@ class ScenarioResult:
             self.transcript_omitted = report.transcript_omitted
 
     def to_dict(self, include_diagnostics: bool) -> dict[str, Any]:
-        data = asdict(self)
+        flat = asdict(self)
+        shared = [f.name for f in fields(Diagnostics)]
+        data = {key: flat[key] for key in [*(k for k in flat if k not in shared), *shared]}  # who first, then why
         data.pop("phases")
         data.pop("skip_cause")
         data["capability"] = self.capability

@@ -57,7 +57,8 @@ def render_summary(document: dict[str, Any], width: int = 110, color: bool = Fal
             console.print("  provider stderr (tail):")
             for line in stderr.splitlines()[-10:]:
                 console.print(f"    {line}", markup=False, soft_wrap=True)
-        console.print(f"  reproduce: {scenario.get('reproduce')}", markup=False, soft_wrap=True)
+        if scenario.get("reproduce"):
+            console.print(f"  reproduce: {scenario['reproduce']}", markup=False, soft_wrap=True)
         console.print()
     table = Table(show_header=True, header_style="bold")
     table.add_column("level")
