@@ -12,7 +12,7 @@ from typing import Any
 
 from conformance.adapter import ProviderAdapter
 from conformance.dialects import jsonrpc, registry, rest, sandbox_driver_v1
-from conformance.dialects.common import SchemaRules
+from conformance.dialects.jsonrpc_adapter import SchemaRules
 from conformance.dialects.registry import AdapterSettings
 from conformance.errors import (
     CallTimeout,

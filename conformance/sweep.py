@@ -15,7 +15,7 @@ from typing import TextIO
 
 from conformance.errors import HarnessError, NotExpressible, ProviderCallError, ProviderViolation, UsageError
 from conformance.providers import ProviderConfig
-from conformance.session import ProviderSession
+from conformance.connections import ProviderConnections
 
 SETTLED_STATES = ("deleted", "deleting")
 
@@ -40,10 +40,10 @@ def sweep(config: ProviderConfig) -> SweepResult:
         raise UsageError("--run-id is empty")
     ((name, value),) = config.run_labels.items()
     result = SweepResult(label=f"{name}={value}")
-    session = ProviderSession(config)
+    connections = ProviderConnections(config)
     try:
         try:
-            report = session.sweep(strict=True)
+            report = connections.sweep(strict=True)
         except NotExpressible as exc:
             raise UsageError(f"this provider cannot be swept: {exc}") from None
         except (ProviderCallError, ProviderViolation) as exc:
@@ -51,7 +51,7 @@ def sweep(config: ProviderConfig) -> SweepResult:
         result.deleted = list(report.deleted)
         result.left = dict(report.leaked)
         try:
-            _, remaining = session.list_labelled()
+            _, remaining = connections.list_labelled()
         except (ProviderCallError, ProviderViolation, NotExpressible) as exc:
             for sandbox_id in result.deleted:
                 result.left.setdefault(sandbox_id, f"its delete was answered, but listing again failed: {exc}")
@@ -63,7 +63,7 @@ def sweep(config: ProviderConfig) -> SweepResult:
         result.deleted = [sid for sid in result.deleted if sid not in result.left]
         return result
     finally:
-        session.close()
+        connections.close()
 
 
 def print_result(result: SweepResult, out: TextIO = sys.stdout) -> None:

@@ -23,25 +23,25 @@ SUITE = "conformance"
 LAYERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "steps": (("steps/**/*.py",), (
         # steps speak to the adapter and nothing else of the suite
-        "conformance.dialects", "conformance.transports", "conformance.providers", "conformance.session",
+        "conformance.dialects", "conformance.transports", "conformance.providers", "conformance.connections",
         "conformance.reference", "conformance.pytest_plugin", "conformance.plugin", "conformance.runner",
         "conformance.engine", "conformance.config", "conformance.cli", "conformance.reporting",
         "conformance.containers", "conformance.sweep")),
     "adapter": (("conformance/adapter.py", "conformance/errors.py", "conformance/transcript.py",
                  "conformance/schemas.py", "conformance/bundle.py", "conformance/__init__.py"), (
-        "conformance.dialects", "conformance.transports", "conformance.providers", "conformance.session",
+        "conformance.dialects", "conformance.transports", "conformance.providers", "conformance.connections",
         "conformance.plugin", "conformance.runner", "conformance.engine", "conformance.reporting",
         "conformance.config", "conformance.cli", "conformance.reference", "pytest")),
     "dialects": (("conformance/dialects/**/*.py",), (
-        "conformance.session", "conformance.providers", "conformance.pytest_plugin", "conformance.plugin",
+        "conformance.connections", "conformance.providers", "conformance.pytest_plugin", "conformance.plugin",
         "conformance.runner", "conformance.engine", "conformance.reporting", "conformance.config",
         "conformance.cli", "conformance.reference", "conformance_steps", "pytest")),
     "transports": (("conformance/transports/**/*.py",), (
-        "conformance.adapter", "conformance.dialects", "conformance.session", "conformance.providers",
+        "conformance.adapter", "conformance.dialects", "conformance.connections", "conformance.providers",
         "conformance.plugin", "conformance.runner", "conformance.engine", "conformance.reporting",
         "conformance.config", "conformance.reference", "conformance_steps", "pytest")),
     # builds adapters from a configuration: the one place above the adapter that names dialects
-    "connections": (("conformance/providers.py", "conformance/session.py"), (
+    "connections": (("conformance/providers.py", "conformance/connections.py"), (
         "conformance.plugin", "conformance.runner", "conformance.engine", "conformance.reporting",
         "conformance.config", "conformance.cli", "conformance.reference", "conformance_steps", "pytest")),
     # the run's machinery: never a dialect or a transport
@@ -52,12 +52,12 @@ LAYERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     # what the run produces, with no pytest in it
     "engine": (("conformance/engine.py", "conformance/reporting/**/*.py"), (
         "conformance.dialects", "conformance.transports", "conformance.reference", "conformance.plugin",
-        "conformance.runner", "conformance.session", "conformance.providers", "pytest")),
+        "conformance.runner", "conformance.connections", "conformance.providers", "pytest")),
     "commands": (("conformance/cli.py", "conformance/sweep.py", "conformance/containers.py"), (
         "conformance.transports", "conformance.reference.mutants")),
     # a reference provider is a provider like any other: none of the suite's internals
     "reference": (("conformance/reference/**/*.py",), (
-        "conformance.dialects", "conformance.adapter", "conformance.session", "conformance.providers",
+        "conformance.dialects", "conformance.adapter", "conformance.connections", "conformance.providers",
         "conformance.pytest_plugin", "conformance.plugin", "conformance.runner", "conformance.engine",
         "conformance.transports", "conformance.config", "conformance.reporting", "tests", "pytest")),
 }

@@ -28,7 +28,7 @@ from conformance.plugin import fixtures, outcomes, selection, steps
 from conformance.plugin.finish import finish_run, print_summary
 from conformance.plugin.keys import INFO, RUN, STATE, WORKER_CONFIG, RunState, state_of
 from conformance.reporting.baseline import Baseline
-from conformance.session import ProviderSession
+from conformance.connections import ProviderConnections
 from conformance.transcript import REDACTOR
 
 MARKERS = (("scenario_id(id)", "stable scenario id"), ("requirement(id)", "requirement"),
@@ -52,8 +52,8 @@ class ConformancePlugin:
         for name, doc in MARKERS:
             config.addinivalue_line("markers", f"{name}: {doc}")
         baseline = Baseline.load(self.config.expected_failures) if self.config.expected_failures else None
-        session = ProviderSession(self.config.provider, connected=self.connected)
-        self.state = RunState(self.config, session, self.is_worker, RunFacts(provider={}), baseline)
+        connections = ProviderConnections(self.config.provider, connected=self.connected)
+        self.state = RunState(self.config, connections, self.is_worker, RunFacts(provider={}), baseline)
         config.stash[STATE] = self.state
         config.pluginmanager.register(fixtures, "conformance.plugin.fixtures")
         steps.load(config)
@@ -61,7 +61,7 @@ class ConformancePlugin:
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
         """xdist: a worker gets the run's configuration as the first connection settled it."""
-        node.workerinput[WORKER_CONFIG] = replace(self.config, provider=self.state.session.config).to_json()
+        node.workerinput[WORKER_CONFIG] = replace(self.config, provider=self.state.connections.config).to_json()
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_bdd_apply_tag(self, tag: str, function: Any) -> Any:
@@ -81,7 +81,7 @@ class ConformancePlugin:
         if self.is_worker:
             return
         try:
-            adapter = self.state.session.shared()
+            adapter = self.state.connections.shared()
         except ConformanceError as exc:
             raise pytest.UsageError(str(exc)) from None
         self.state.facts.provider = provider_info(adapter, self.state)
@@ -130,7 +130,7 @@ class ConformancePlugin:
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if self.is_worker:
-            self.state.session.close()
+            self.state.connections.close()
             return
         with interrupts.shielded():
             finish_run(session, self.state, exitstatus)
@@ -162,4 +162,4 @@ def provider_info(adapter: ProviderAdapter, state: RunState) -> dict[str, Any]:
     return info
 
 
-__all__ = ["ConformancePlugin", "ProviderSession"]
+__all__ = ["ConformancePlugin", "ProviderConnections"]

@@ -14,10 +14,10 @@ from conformance.reporting import catalogue
 
 
 def finish_run(session: pytest.Session, state: RunState, exitstatus: int) -> None:
-    provider_session = state.session
-    sweep = provider_session.sweep()
-    shared = provider_session.current()
-    provider_session.close()
+    connections = state.connections
+    sweep = connections.sweep()
+    shared = connections.current()
+    connections.close()
     interrupted = exitstatus == pytest.ExitCode.INTERRUPTED or interrupts.INTERRUPTED.is_set()
     state.document = finish(
         state.config, state.facts, catalogue.all_scenarios(), SweepOutcome(sweep.deleted, sweep.leaked),

@@ -10,12 +10,12 @@ from faker import Faker
 
 from conformance.adapter import ProviderAdapter
 from conformance.plugin.keys import INFO, RUN, SKIP_CAUSE, ScenarioRun, state_of
-from conformance.session import ProviderSession, scenario_owner
+from conformance.connections import ProviderConnections, scenario_owner
 
 
 @pytest.fixture(scope="session")
-def conformance_session(request: pytest.FixtureRequest) -> ProviderSession:
-    return state_of(request.config).session
+def conformance_connections(request: pytest.FixtureRequest) -> ProviderConnections:
+    return state_of(request.config).connections
 
 
 @pytest.fixture(autouse=True)
@@ -26,8 +26,8 @@ def _conformance_scenario(request: pytest.FixtureRequest) -> Iterator[None]:
         yield
         return
     info = item.stash[INFO]
-    provider_session: ProviderSession = request.getfixturevalue("conformance_session")
-    adapter = provider_session.shared()
+    connections: ProviderConnections = request.getfixturevalue("conformance_connections")
+    adapter = connections.shared()
     if info.dialects and adapter.dialect not in info.dialects:
         item.stash[SKIP_CAUSE] = "other dialect"
         pytest.skip(f"applies to dialect {', '.join(info.dialects)} only; the provider speaks {adapter.dialect}")
@@ -41,9 +41,9 @@ def _conformance_scenario(request: pytest.FixtureRequest) -> Iterator[None]:
     with adapter.recording(run.transcript), scenario_owner(adapter, info.id):
         yield
         for fresh in run.fresh:
-            run.cleanup.merge(provider_session.cleanup(fresh, info.id))
+            run.cleanup.merge(connections.cleanup(fresh, info.id))
             fresh.close()
-        run.cleanup.merge(provider_session.cleanup(adapter, info.id))
+        run.cleanup.merge(connections.cleanup(adapter, info.id))
     if run.cleanup.leaked:
         detail = "; ".join(f"{sid}: {why}" for sid, why in run.cleanup.leaked.items())
         raise AssertionError(f"could not delete the scenario's sandboxes: {detail}")
@@ -59,11 +59,11 @@ def conformance_provider(request: pytest.FixtureRequest) -> ProviderAdapter:
 def conformance_fresh_provider(request: pytest.FixtureRequest):
     """A factory for newly started providers that record into this scenario's transcript."""
     run: ScenarioRun = request.node.stash[RUN]
-    provider_session: ProviderSession = request.getfixturevalue("conformance_session")
+    connections: ProviderConnections = request.getfixturevalue("conformance_connections")
     owner = request.node.stash[INFO].id
 
     def start(handshake: bool = True) -> ProviderAdapter:
-        adapter = provider_session.fresh(handshake=False)
+        adapter = connections.fresh(handshake=False)
         adapter.owner = owner
         adapter.add_transcript(run.transcript)
         run.fresh.append(adapter)

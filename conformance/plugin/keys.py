@@ -12,7 +12,7 @@ from conformance.config import RunConfig
 from conformance.engine import Document, RunFacts
 from conformance.reporting.baseline import Baseline
 from conformance.reporting.model import ScenarioInfo
-from conformance.session import CleanupReport, ProviderSession
+from conformance.connections import CleanupReport, ProviderConnections
 from conformance.transcript import Transcript
 
 # The serialized RunConfig in an xdist worker's workerinput.
@@ -52,7 +52,7 @@ class RunState:
     """Per-process state of a conformance run (the controller's, or one xdist worker's)."""
 
     config: RunConfig
-    session: ProviderSession
+    connections: ProviderConnections
     is_worker: bool
     facts: RunFacts
     baseline: Baseline | None = None

@@ -28,6 +28,11 @@ class RpcFailure(Exception):
         self.data = data
 
 
+class NoAnswer(BaseException):
+    """Raised by a handler that must end without answering (a variant that never answers a call): the
+    request's thread ends quietly. A BaseException, so no ``except Exception`` turns it into an answer."""
+
+
 class StopServing(Exception):
     """Raised by a handler that has answered and wants the server to stop reading (``shutdown``)."""
 
@@ -199,6 +204,9 @@ class StdioJsonRpcServer:
         except Exception as exc:  # a bug in the reference provider must still answer
             self.log(f"#{request_id} {method}: internal error {exc!r}")
             self.respond_error(request_id, self.internal_error(method, exc))
+        except NoAnswer:
+            self.log(f"#{request_id} {method}: left unanswered")
+            return True
         except BaseException:
             if self._exiting:  # exit_now's hook ended the provider: this thread ends with it, quietly
                 return False

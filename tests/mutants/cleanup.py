@@ -12,6 +12,7 @@ import threading
 from typing import Any
 
 from conformance.reference.host_plugin import HostPlugin
+from conformance.reference.stdio_server import NoAnswer
 from tests.mutants import mutant
 
 CRASH_EXIT_CODE = 70
@@ -38,7 +39,7 @@ class _Hangs(HostPlugin):
     def hang(self, why: str) -> None:
         self.log(f"never answering: {why}")
         self._stopping.wait()
-        raise SystemExit  # ends the handler's thread without an answer (threading ignores SystemExit)
+        raise NoAnswer  # ends the handler's thread without an answer
 
     def on_stop(self) -> None:
         self._stopping.set()

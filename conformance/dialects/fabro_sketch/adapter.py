@@ -26,7 +26,7 @@ from conformance.adapter import (
     SandboxStatus,
 )
 from conformance.dialects.commands import bash_argv
-from conformance.dialects.common import JsonRpcAdapter
+from conformance.dialects.jsonrpc_adapter import JsonRpcAdapter
 from conformance.dialects.fabro_sketch.rules import NAME, PROTOCOL_VERSION, VOCABULARY, capability_flags
 from conformance.dialects.jsonrpc import JsonRpcConnection, Violation
 from conformance.errors import ApplicationErrorAnswer, NotExpressible

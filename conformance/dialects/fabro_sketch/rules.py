@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from conformance.adapter import WireVocabulary
-from conformance.dialects.common import SchemaRules, boolean_leaves, protocol_error
+from conformance.dialects.jsonrpc_adapter import SchemaRules, boolean_leaves, protocol_error
 from conformance.errors import ApplicationErrorAnswer, ProviderCallError
 
 NAME = "fabro-sketch"

@@ -7,7 +7,7 @@ from typing import Any
 
 from conformance import schemas
 from conformance.adapter import WireVocabulary
-from conformance.dialects.common import SchemaRules, boolean_leaves, protocol_error
+from conformance.dialects.jsonrpc_adapter import SchemaRules, boolean_leaves, protocol_error
 from conformance.errors import ApplicationErrorAnswer, ProviderCallError
 from conformance.schemas import SchemaProblem
 

@@ -1,5 +1,6 @@
-"""The provider session of one pytest process: the shared adapter, fresh adapters for wire-level
-scenarios, crash recovery, and the cleanup of every sandbox the suite created."""
+"""The provider connections of one pytest process (the controller, or one xdist worker): the shared
+adapter, fresh adapters for wire-level scenarios, crash recovery, and the cleanup of every sandbox the
+suite created."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ class CleanupReport:
         self.leaked.update(other.leaked)
 
 
-class ProviderSession:
+class ProviderConnections:
     """Owns the connections of one pytest process (the controller, or one xdist worker)."""
 
     def __init__(self, config: ProviderConfig, connected: ProviderAdapter | None = None) -> None:
