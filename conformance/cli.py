@@ -13,13 +13,18 @@ import argparse
 import json
 import os
 import sys
-from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from conformance import __version__
-from conformance.errors import ConformanceError, UsageError
 from conformance.config import DEFAULT_CALL_TIMEOUT_S, PROG, RunConfig, load_create_spec, valid_timeout
-from conformance.providers import DIALECTS, SANDBOXES_PER_PROCESS, ProviderConfig, parse_env_pairs, profile_reference
+from conformance.errors import ConformanceError, UsageError
+from conformance.providers import (
+    DIALECTS,
+    SANDBOXES_PER_PROCESS,
+    ProviderConfig,
+    parse_env_pairs,
+    profile_reference,
+)
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 

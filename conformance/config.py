@@ -18,7 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from conformance.errors import UsageError
-from conformance.providers import DIALECTS, SANDBOXES_PER_PROCESS, ProviderConfig, parse_env_pairs, profile_reference
+from conformance.providers import (
+    DIALECTS,
+    SANDBOXES_PER_PROCESS,
+    ProviderConfig,
+    parse_env_pairs,
+    profile_reference,
+)
 from conformance.scenario_tags import TagExpression
 
 PROG = "sandbox-conformance"
@@ -257,4 +263,4 @@ def check_writable_file(path: str) -> None:
         raise UsageError(f"--update-baseline {path}: the directory {target.parent} does not exist")
 
 
-__all__ = ["DIALECTS", "SANDBOXES_PER_PROCESS", "RunConfig", "Selection", "PROG"]
+__all__ = ["DIALECTS", "PROG", "SANDBOXES_PER_PROCESS", "RunConfig", "Selection"]

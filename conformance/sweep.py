@@ -13,9 +13,9 @@ import sys
 from dataclasses import dataclass, field
 from typing import TextIO
 
+from conformance.connections import ProviderConnections
 from conformance.errors import HarnessError, NotExpressible, ProviderCallError, ProviderViolation, UsageError
 from conformance.providers import ProviderConfig
-from conformance.connections import ProviderConnections
 
 SETTLED_STATES = ("deleted", "deleting")
 

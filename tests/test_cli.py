@@ -94,8 +94,8 @@ def test_a_failure_carries_requirement_step_transcript_stderr_and_a_working_repr
     reproduce = failure["reproduce"]
     assert reproduce.startswith(shlex.join([sys.executable, "-m", "conformance.cli"]) + " run ")
     assert f"--seed {run.results['run']['seed']}" in reproduce and reproduce.endswith("--scenario exec-env")
-    pasted = subprocess.run(["bash", "-c", f"{reproduce} --report-dir {tmp_path / 'again'}"], capture_output=True,
-                            text=True, timeout=120)
+    pasted = subprocess.run(["bash", "-c", f"{reproduce} --report-dir {tmp_path / 'again'}"], check=False,
+                            capture_output=True, text=True, timeout=120)
     again = SuiteRun(pasted.returncode, pasted.stdout, pasted.stderr, tmp_path / "again")
     assert again.exit_code == 1, again.stderr
     assert again.with_outcome("failed") == {"exec-env"}

@@ -25,7 +25,6 @@ from conformance.errors import (
     ProviderCallError,
     ProviderCrashed,
     SchemaViolation,
-    WireViolation,
 )
 from conformance.schemas import SchemaProblem
 from conformance.transports.base import LineTransport

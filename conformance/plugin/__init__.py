@@ -22,13 +22,13 @@ import pytest
 from conformance import interrupts
 from conformance.adapter import ProviderAdapter
 from conformance.config import RunConfig
+from conformance.connections import ProviderConnections
 from conformance.engine import RunFacts
 from conformance.errors import ConformanceError, NotExpressible
 from conformance.plugin import fixtures, outcomes, selection, steps
 from conformance.plugin.finish import finish_run, print_summary
 from conformance.plugin.keys import INFO, RUN, STATE, WORKER_CONFIG, RunState, state_of
 from conformance.reporting.baseline import Baseline
-from conformance.connections import ProviderConnections
 from conformance.transcript import REDACTOR
 
 MARKERS = (("scenario_id(id)", "stable scenario id"), ("requirement(id)", "requirement"),

@@ -9,8 +9,8 @@ import pytest
 from faker import Faker
 
 from conformance.adapter import ProviderAdapter
-from conformance.plugin.keys import INFO, RUN, SKIP_CAUSE, ScenarioRun, state_of
 from conformance.connections import ProviderConnections, scenario_owner
+from conformance.plugin.keys import INFO, RUN, SKIP_CAUSE, ScenarioRun, state_of
 
 
 @pytest.fixture(scope="session")

@@ -9,10 +9,10 @@ import pytest
 
 from conformance.adapter import ProviderAdapter
 from conformance.config import RunConfig
+from conformance.connections import CleanupReport, ProviderConnections
 from conformance.engine import Document, RunFacts
 from conformance.reporting.baseline import Baseline
 from conformance.reporting.model import ScenarioInfo
-from conformance.connections import CleanupReport, ProviderConnections
 from conformance.transcript import Transcript
 
 # The serialized RunConfig in an xdist worker's workerinput.

@@ -242,7 +242,7 @@ class Handler(BaseHTTPRequestHandler):
             return
         try:
             answer = self.app.handle(self.command, path, self.headers.get("Authorization"), body)
-        except Exception as exc:  # the server must answer, whatever broke
+        except Exception as exc:  # noqa: BLE001 - the server must answer, whatever broke
             answer = error(500, f"internal error: {type(exc).__name__}: {exc}")
         self.answer(answer, path, started)
 

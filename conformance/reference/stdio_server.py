@@ -201,7 +201,7 @@ class StdioJsonRpcServer:
         except RpcFailure as failure:
             self.log(f"#{request_id} {method}: error {failure.code} {failure.message}")
             self.respond_error(request_id, failure)
-        except Exception as exc:  # a bug in the reference provider must still answer
+        except Exception as exc:  # noqa: BLE001 - a bug in the reference provider must still answer
             self.log(f"#{request_id} {method}: internal error {exc!r}")
             self.respond_error(request_id, self.internal_error(method, exc))
         except NoAnswer:

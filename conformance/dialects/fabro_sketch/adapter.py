@@ -26,9 +26,9 @@ from conformance.adapter import (
     SandboxStatus,
 )
 from conformance.dialects.commands import bash_argv
-from conformance.dialects.jsonrpc_adapter import JsonRpcAdapter
 from conformance.dialects.fabro_sketch.rules import NAME, PROTOCOL_VERSION, VOCABULARY, capability_flags
 from conformance.dialects.jsonrpc import JsonRpcConnection, Violation
+from conformance.dialects.jsonrpc_adapter import JsonRpcAdapter
 from conformance.errors import ApplicationErrorAnswer, NotExpressible
 
 Connect = Callable[[str], JsonRpcConnection]

@@ -20,8 +20,8 @@ from conformance.adapter import (
     SandboxRequest,
     SandboxStatus,
 )
-from conformance.dialects.jsonrpc_adapter import JsonRpcAdapter
 from conformance.dialects.jsonrpc import Inbound, JsonRpcConnection
+from conformance.dialects.jsonrpc_adapter import JsonRpcAdapter
 from conformance.dialects.sandbox_driver_v1.facets import (
     V1Events,
     V1Files,
