@@ -41,6 +41,10 @@ def _assert_one_line_error(run, fragment: str) -> None:
         (["--scenario", "no-such-scenario"], "no scenario matched"),
         (["--report-dir", "/proc/forbidden"], "--report-dir /proc/forbidden is not writable"),
         (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
+        (["--call-timeout", "0"], "--call-timeout must be a positive number of seconds"),
+        (["--call-timeout", "-1"], "--call-timeout must be a positive number of seconds"),
+        (["--call-timeout", "nan"], "--call-timeout must be a positive number of seconds"),
+        (["--repeat", "0"], "--repeat must be at least 1"),
     ],
     ids=lambda value: value if isinstance(value, str) else None,
 )
