@@ -1,7 +1,8 @@
-"""Everything step modules share: the state one scenario carries from step to step (``World``), its
-access to the adapter's optional facets, and the helpers more than one step module uses (running a
-command that must succeed, cleanups, raw wire exchanges). Step modules import from here and from
-``conformance.adapter`` / ``conformance.errors`` only — never from one another.
+"""Everything step modules share: the state one scenario carries from step to step (``World``, with the
+typed state of each area from ``steps/_state.py``), its access to the adapter's optional facets, and the
+helpers more than one step module uses (running a command that must succeed, cleanups, raw wire
+exchanges). Step modules import from here, from ``steps/_state.py`` and from ``conformance.adapter`` /
+``conformance.errors`` only — never from one another.
 """
 
 from __future__ import annotations
