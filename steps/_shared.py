@@ -1,7 +1,8 @@
-"""Everything step modules share: the state one scenario carries from step to step (``World``), its
-access to the adapter's optional facets, and the helpers more than one step module uses (running a
-command that must succeed, cleanups, raw wire exchanges). Step modules import from here and from
-``conformance.adapter`` / ``conformance.errors`` only — never from one another.
+"""Everything step modules share: the state one scenario carries from step to step (``World``, with the
+typed state of each area from ``steps/_state.py``), its access to the adapter's optional facets, and the
+helpers more than one step module uses (running a command that must succeed, cleanups, raw wire
+exchanges). Step modules import from here, from ``steps/_state.py`` and from ``conformance.adapter`` /
+``conformance.errors`` only — never from one another.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from faker import Faker
@@ -31,6 +32,25 @@ from conformance.adapter import (
     Wire,
 )
 from conformance.errors import ApplicationErrorAnswer, NotExpressible, ProviderCallError
+
+from ._state import (
+    CapabilitiesState,
+    CommandsState,
+    CommonState,
+    ErrorsState,
+    EventsState,
+    FilesState,
+    GapsState,
+    HandshakeState,
+    InteractiveState,
+    LifecycleState,
+    RestState,
+    SessionState,
+    StreamState,
+    WireProbeState,
+)
+
+T = TypeVar("T")
 
 CONFORMANCE_PREFIX = "conformance"
 MARKER_FILE = "conformance-marker"
@@ -79,7 +99,30 @@ class World:
     outcome: ExecOutcome | None = None
     last: Attempt = field(default_factory=Attempt)
     attempts: list[Attempt] = field(default_factory=list)
-    values: dict[str, Any] = field(default_factory=dict)
+    # what the steps of each area hand to one another (steps/_state.py)
+    common: CommonState = field(default_factory=CommonState)
+    commands: CommandsState = field(default_factory=CommandsState)
+    stream: StreamState = field(default_factory=StreamState)
+    wire_probe: WireProbeState = field(default_factory=WireProbeState)
+    lifecycle: LifecycleState = field(default_factory=LifecycleState)
+    gaps: GapsState = field(default_factory=GapsState)
+    fs: FilesState = field(default_factory=FilesState)
+    interactive: InteractiveState = field(default_factory=InteractiveState)
+    event_watch: EventsState = field(default_factory=EventsState)
+    errors: ErrorsState = field(default_factory=ErrorsState)
+    handshake: HandshakeState = field(default_factory=HandshakeState)
+    rest: RestState = field(default_factory=RestState)
+    session: SessionState = field(default_factory=SessionState)
+    capability: CapabilitiesState = field(default_factory=CapabilitiesState)
+
+    # -- state an earlier step provides -----------------------------------------------------------
+
+    @staticmethod
+    def require(value: T | None, what: str) -> T:
+        """``value``, which an earlier step provides; fails the scenario naming ``what`` when no step did."""
+        expect(value is not None, f"the scenario has no {what} yet (a step that provides it is missing)")
+        assert value is not None
+        return value
 
     # -- sandboxes -------------------------------------------------------------------------------
 

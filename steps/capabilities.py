@@ -18,16 +18,22 @@ def _(world: World, operation: str) -> None:
     if info is None:
         raise NotExpressible(world.provider.dialect, operation)
     sandbox_id = world.require_sandbox().id if info.needs_sandbox else None
-    world.values["operation"] = operation
+    world.capability.operation = operation
     world.last = attempt(lambda: operations.invoke(operation, sandbox_id))
     snapshot = world.last.answer.id if isinstance(world.last.answer, SnapshotRef) else None
     if snapshot:  # a snapshot is not a sandbox: the cleanup registry does not know it
         attempt(lambda: operations.invoke("delete a snapshot", None, snapshot_id=snapshot))
 
 
+def _operation(world: World) -> str:
+    """The optional operation the scenario asked for, by its neutral name."""
+    return world.require(world.capability.operation, "optional operation asked for")
+
+
 def _declared(world: World, capability: str) -> bool:
     """Per-sandbox declarations are authoritative for sandbox operations; the provider's for the rest."""
-    info = world.operations(world.values["operation"]).catalogue[world.values["operation"]]
+    operation = _operation(world)
+    info = world.operations(operation).catalogue[operation]
     sandbox = world.sandbox
     if info.needs_sandbox and sandbox is not None and sandbox.capabilities is not None:
         return sandbox.capabilities.declares(capability)
@@ -48,7 +54,7 @@ def _acceptable_names(world: World, capability: str) -> set[str]:
 
 @then(parsers.parse("the answer matches whether {capability} is declared for the sandbox"))
 def _(world: World, capability: str) -> None:
-    operation = world.values["operation"]
+    operation = _operation(world)
     error = world.last.error
     if _declared(world, capability):
         # A declared capability may still be narrowed by a more specific, undeclared one (a snapshot

@@ -11,7 +11,7 @@ from typing import Any
 
 from pytest_bdd import given, parsers, then, when
 
-from conformance.adapter import EventRoute, ExecRequest, SandboxRequest
+from conformance.adapter import EventRoute, ExecRequest, SandboxHandle, SandboxRequest
 from conformance.errors import ApplicationErrorAnswer, ProviderCallError
 
 from ._shared import (
@@ -26,6 +26,7 @@ from ._shared import (
     preview,
     raw_channel,
 )
+from ._state import RawReply
 
 # The error kinds of protocol version 1 (section 7); a receiver treats any other as opaque.
 V1_ERROR_KINDS = frozenset({"not_found", "unsupported", "invalid_state", "invalid_spec", "timeout", "auth",
@@ -57,9 +58,8 @@ def _flawed_envelope(flaw: str, jsonrpc: str) -> dict[str, Any]:
 FLAWS = ("no jsonrpc member", "a string id", "a fractional id", "a negative id")
 
 
-def _fresh_sandbox(world: World):
-    expect("fresh_sandbox" in world.values, "no sandbox was created through the freshly started provider")
-    return world.values["fresh_sandbox"]
+def _fresh_sandbox(world: World) -> SandboxHandle:
+    return world.require(world.common.fresh_sandbox, "sandbox created through the freshly started provider")
 
 
 def _b64decode(value: Any) -> bytes | None:
@@ -92,7 +92,7 @@ def _(world: World, flaw: str) -> None:
     received = exchange(wire, frame, answers_counted(1), quiet_s=0.2)
     answers = [m for m in received if is_answer(m)]
     # The step shared with handshake.feature reads the first answer from here.
-    world.values["reply"] = answers[0] if answers else None
+    world.common.raw_reply = RawReply(answers[0] if answers else None)
 
 
 # -- application failures ----------------------------------------------------------------------------
@@ -101,7 +101,7 @@ def _(world: World, flaw: str) -> None:
 @when("I describe a sandbox id that was never issued")
 def _(world: World) -> None:
     never_issued = world.token("conformance-never-issued")
-    world.values["never_issued"] = never_issued
+    world.errors.never_issued_id = never_issued
     world.last = attempt(lambda: world.provider.describe(never_issued))
 
 
@@ -179,7 +179,7 @@ def _(world: World) -> None:
 def _(world: World, resource: str) -> None:
     error = _failure(world)
     assert isinstance(error, ApplicationErrorAnswer)
-    asked = world.values["never_issued"]
+    asked = world.require(world.errors.never_issued_id, "never-issued sandbox id")
     detail = error.detail
     expect(detail.get("resource") == resource,
            f"a not_found failure's detail should name resource {resource!r}; it reads {preview(detail)}")
@@ -199,7 +199,7 @@ ENDINGS = {
 def _(world: World, ending: str) -> None:
     expect(ending in ENDINGS, f"the suite knows no command ending {ending!r}")
     marker = world.token("conformance-marker")
-    world.values["marker"] = marker
+    world.errors.output_marker = marker
     tail, timeout_s = ENDINGS[ending]
     command = f"printf '%s' '{marker}'; printf '%s' '{marker}' >&2; {tail}"
     sandbox = world.require_sandbox()
@@ -214,7 +214,7 @@ def _(world: World) -> None:
         error = world.last.answer.error
     if error is None:
         return  # a result: the output is where it belongs
-    marker = world.values["marker"]
+    marker = world.require(world.errors.output_marker, "command writing a generated marker")
     data = error.data if isinstance(error.data, dict) else {}
     report_text = json.dumps(data.get("report"), ensure_ascii=False)
     encoded = base64.b64encode(marker.encode()).decode()
@@ -293,12 +293,12 @@ def _(world: World) -> None:
         path = posixpath.join(sandbox.working_directory, path)
     content = "\n".join(world.faker.sentences(nb=4)).encode("utf-8")
     world.files("write a file", fresh_provider(world)).write(sandbox.id, path, content)
-    world.values["file"] = (path, content)
+    world.errors.launch_era_file = (path, content)
 
 
 @when("the host reads that file giving only the sandbox and the path")
 def _(world: World) -> None:
-    path, _content = world.values["file"]
+    path, _content = world.require(world.errors.launch_era_file, "file with generated content")
     wire = raw_channel(world)
     params = {wire.vocabulary.sandbox_field: _fresh_sandbox(world).id, "path": path}
     world.last = attempt(lambda: wire.call(wire.vocabulary.method("read a file"), params))
@@ -306,7 +306,7 @@ def _(world: World) -> None:
 
 @then("the answer holds the file's whole content")
 def _(world: World) -> None:
-    path, content = world.values["file"]
+    path, content = world.require(world.errors.launch_era_file, "file with generated content")
     result = world.last.expect_success(f"reading {path} without offset or length")
     data = _b64decode(result.get("content_b64")) if isinstance(result, dict) else None
     expect(data == content,
@@ -319,7 +319,7 @@ def _(world: World) -> None:
 @when("I create a sandbox whose events are routed to the suite")
 def _(world: World) -> None:
     route = EventRoute(route_id=world.token("conformance-route"))
-    world.values["route"] = route
+    world.errors.route = route
     world.create_sandbox(events=route)
 
 
@@ -342,7 +342,7 @@ def _is_duration(value: Any) -> bool:
 
 @then("every duration in the sandbox's events is whole seconds plus nanoseconds below one second")
 def _(world: World) -> None:
-    route: EventRoute = world.values["route"]
+    route = world.require(world.errors.route, "sandbox whose events are routed to the suite")
     for received in route.received:
         if "duration" in received.event:
             expect(_is_duration(received.event["duration"]),

@@ -33,26 +33,26 @@ def _new_route(world: World, action: str, route_id: str | None = None,
     if correlation_id is None:
         correlation_id = world.token("conformance-corr")
     route = EventRoute(route_id=route_id, correlation_id=correlation_id)
-    world.values.setdefault("operations", []).append((action, route))
-    world.values["settled"] = False
+    world.event_watch.operations.append((action, route))
+    world.event_watch.settled = False
     return route
 
 
 def _operation(world: World) -> tuple[str, EventRoute]:
-    operations = world.values.get("operations")
+    operations = world.event_watch.operations
     expect(bool(operations), "no operation has asked for events yet")
     return operations[-1]
 
 
 def _settle(world: World) -> None:
     """Wait (briefly) until every operation that asked for events has its terminal event."""
-    if world.values.get("settled"):
+    if world.event_watch.settled:
         return
     deadline = time.monotonic() + LATE_EVENT_GRACE_S
-    routes = [route for _, route in world.values.get("operations", [])]
+    routes = [route for _, route in world.event_watch.operations]
     while time.monotonic() < deadline and not all(any(e.type in TERMINAL for e in r.received) for r in routes):
         time.sleep(0.02)
-    world.values["settled"] = True
+    world.event_watch.settled = True
 
 
 def _describe(events: list[ReceivedEvent]) -> str:
@@ -63,7 +63,7 @@ def _describe(events: list[ReceivedEvent]) -> str:
 def _all_received(world: World) -> list[ReceivedEvent]:
     """Every event of every route the scenario opened, in the order they arrived."""
     _settle(world)
-    received = [event for _, route in world.values.get("operations", []) for event in route.received]
+    received = [event for _, route in world.event_watch.operations for event in route.received]
     return sorted(received, key=lambda e: e.sequence)
 
 
@@ -182,7 +182,8 @@ def _(world: World) -> None:
 @then("each operation's terminal event arrived before its answer")
 def _(world: World) -> None:
     _settle(world)
-    for action, route in world.values["operations"]:
+    expect(bool(world.event_watch.operations), "no operation has asked for events yet")
+    for action, route in world.event_watch.operations:
         answered = [sequence for _, sequence in route.answers]
         expect(bool(answered), f"the {action} has no recorded answer")
         terminal = [e for e in route.received if e.type in TERMINAL]
@@ -261,13 +262,13 @@ def _(world: World) -> None:
 
 @given("the host watches every message the provider sends")
 def _(world: World) -> None:
-    world.values["raw"] = raw_channel(world)
+    world.event_watch.watch = raw_channel(world)
 
 
 @when("I run a command that prints a generated marker on both of its outputs, buffered and streamed")
 def _(world: World) -> None:
     marker = world.token("conformance-output")
-    world.values["marker"] = marker
+    world.event_watch.output_marker = marker
     command = f"printf '%s' '{marker}'; printf '%s' '{marker}' >&2"
     sandbox_id = world.require_sandbox().id
     buffered = fresh_provider(world).exec(sandbox_id, ExecRequest(command=command))
@@ -284,16 +285,16 @@ def _(world: World) -> None:
 
 
 def _watched_events(world: World) -> list[dict[str, Any]]:
-    if "watched" not in world.values:
-        raw = world.values["raw"]
+    if world.event_watch.watched_events is None:
+        raw = world.require(world.event_watch.watch, "raw channel watching every message")
         events = []
         message = raw.next_message(QUIET_S)
         while message is not None:
             if isinstance(message, dict) and message.get("method") == raw.vocabulary.event_notification:
                 events.append(message.get("params") or {})
             message = raw.next_message(QUIET_S)
-        world.values["watched"] = events
-    return world.values["watched"]
+        world.event_watch.watched_events = events
+    return world.event_watch.watched_events
 
 
 @then("every event the provider sent belongs to the one create that asked for events")
@@ -312,7 +313,7 @@ def _(world: World) -> None:
 
 @then("no event carries the command's output")
 def _(world: World) -> None:
-    marker = world.values["marker"]
+    marker = world.require(world.event_watch.output_marker, "command printing a generated marker")
     encoded = base64.b64encode(marker.encode()).decode()
     for params in _watched_events(world):
         text = json.dumps(params, ensure_ascii=False)

@@ -17,6 +17,11 @@ def _octal_printf(data: bytes) -> str:
     return "printf '" + "".join(f"\\{byte:03o}" for byte in data) + "'"
 
 
+def _directory(world: World) -> str:
+    """The absolute path of the directory the scenario made in the sandbox."""
+    return world.require(world.commands.directory, "directory made in the sandbox")
+
+
 @when(parsers.re(r"I run `(?P<command>.+)`$"))
 def _(world: World, command: str) -> None:
     world.run(command)
@@ -25,7 +30,7 @@ def _(world: World, command: str) -> None:
 @when(parsers.re(r"I run `(?P<command>.+)` with the variable (?P<name>[A-Za-z_][A-Za-z0-9_]*) set to a generated value$"))
 def _(world: World, command: str, name: str) -> None:
     value = world.faker.sentence(nb_words=4)
-    world.values["generated"] = value
+    world.commands.generated_value = value
     world.run(command, env={name: value})
 
 
@@ -33,12 +38,12 @@ def _(world: World, command: str, name: str) -> None:
 def _(world: World, name: str) -> None:
     outcome = world.run(f"mkdir -p -- '{name}'")
     expect(outcome.outcome == "ran" and outcome.exit_code == 0, f"could not create {name}: {outcome.describe()}")
-    world.values["directory"] = os.path.join(world.working_directory(), name)
+    world.commands.directory = os.path.join(world.working_directory(), name)
 
 
 @when(parsers.re(r"I run `(?P<command>.+)` in that directory, given by its absolute path$"))
 def _(world: World, command: str) -> None:
-    world.run(command, working_dir=world.values["directory"])
+    world.run(command, working_dir=_directory(world))
 
 
 @when("I run a command that writes every byte value from 0 to 255 to stdout")
@@ -69,14 +74,14 @@ def _(world: World, text: str) -> None:
 @then("stdout is exactly that generated value")
 def _(world: World) -> None:
     outcome = world.ran()
-    expected = world.values["generated"].encode("utf-8")
+    expected = world.require(world.commands.generated_value, "generated value").encode("utf-8")
     expect(outcome.stdout == expected, f"expected stdout {expected!r}, got {outcome.describe()}")
 
 
 @then("stdout is that directory's absolute path, followed by a newline")
 def _(world: World) -> None:
     outcome = world.ran()
-    expected = (world.values["directory"] + "\n").encode("utf-8")
+    expected = (_directory(world) + "\n").encode("utf-8")
     expect(outcome.stdout == expected, f"expected stdout {expected!r}, got {outcome.describe()}")
 
 
@@ -119,12 +124,12 @@ def _(world: World, text: str) -> None:
                         "printf '%s' \"$PWD/conformance-bash-env.sh\"")
     expect(outcome.outcome == "ran" and outcome.stdout.startswith(b"/"),
            f"could not write the startup file in the sandbox: {outcome.describe()}")
-    world.values["startup_file"] = outcome.stdout.decode("utf-8")
+    world.commands.startup_file = outcome.stdout.decode("utf-8")
 
 
 @when(parsers.re(r"I run `(?P<command>.+)` with BASH_ENV pointing at that startup file$"))
 def _(world: World, command: str) -> None:
-    world.run(command, env={"BASH_ENV": world.values["startup_file"]})
+    world.run(command, env={"BASH_ENV": world.require(world.commands.startup_file, "Bash startup file")})
 
 
 @when(parsers.re(r"I run `(?P<command>.+)` with output sanitization (?P<mode>not given|[a-z_]+)$"))
@@ -145,16 +150,16 @@ def _(world: World, command: str) -> None:
 
 @when(parsers.re(r"I run `(?P<command>.+)` with a timeout of (?P<seconds>\d+) seconds?$"))
 def _(world: World, command: str, seconds: str) -> None:
-    world.values["timeout_s"] = float(seconds)
+    world.common.command_timeout_s = float(seconds)
     started = time.monotonic()
     world.run(command, timeout_s=float(seconds))
-    world.values["answered_after_s"] = time.monotonic() - started
+    world.common.command_answered_after_s = time.monotonic() - started
 
 
 @when(parsers.re(r"I run `(?P<command>.+)` in that directory, given by its path relative to the sandbox's "
                  r"working directory$"))
 def _(world: World, command: str) -> None:
-    world.run(command, working_dir=os.path.relpath(world.values["directory"], world.working_directory()))
+    world.run(command, working_dir=os.path.relpath(_directory(world), world.working_directory()))
 
 
 # -- verdicts -------------------------------------------------------------------------------------
@@ -205,9 +210,10 @@ def _(world: World, bound: int) -> None:
     expect(outcome.outcome == "ran",
            f"a timeout is a normal result with termination timed_out, not an error; got {outcome.error}")
     expect(outcome.termination == "timed_out", f"expected termination timed_out, got {outcome.describe()}")
-    late = world.values["answered_after_s"] - world.values["timeout_s"]
+    timeout_s = world.require(world.common.command_timeout_s, "command run with a timeout")
+    late = world.require(world.common.command_answered_after_s, "command run with a timeout") - timeout_s
     expect(late <= bound,
-           f"the result came {late:.1f}s after the {world.values['timeout_s']:.0f}s timeout; "
+           f"the result came {late:.1f}s after the {timeout_s:.0f}s timeout; "
            f"expected at most {bound}s")
 
 

@@ -29,7 +29,7 @@ PATTERN_MODULUS = 251
 
 def _written(world: World) -> dict[str, bytes]:
     """What each path should hold, by the path the scenario used for it."""
-    return world.values.setdefault("fs_written", {})
+    return world.fs.written
 
 
 def _expected(world: World, path: str) -> bytes:
@@ -142,7 +142,7 @@ def _(world: World, path: str) -> None:
     before = _expected(world, path)
     data = _generated_text(world, sentences=2)
     _write(world, path, data, append=True)
-    world.values["fs_appended"] = (before, data)
+    world.fs.appended = (before, data)
     _written(world)[path] = before + data
 
 
@@ -151,7 +151,7 @@ def _(world: World) -> None:
     path = _generated_name(world, ".log")
     data = _generated_text(world, sentences=2)
     _write(world, path, data, append=True)
-    world.values["fs_path"] = path
+    world.fs.generated_path = path
     _written(world)[path] = data
 
 
@@ -162,7 +162,7 @@ def _(world: World, path: str) -> None:
 
 @then(parsers.re(r'reading "(?P<path>[^"]+)" gives back the first text followed by the appended text$'))
 def _(world: World, path: str) -> None:
-    before, appended = world.values["fs_appended"]
+    before, appended = world.require(world.fs.appended, "append")
     got = _read(world, path)
     if got == before:
         raise AssertionError(f"{path!r} still holds only its first {len(before)} bytes: "
@@ -175,7 +175,7 @@ def _(world: World, path: str) -> None:
 
 @then("reading that file gives back exactly the bytes appended")
 def _(world: World) -> None:
-    path = world.values["fs_path"]
+    path = world.require(world.fs.generated_path, "file created by an append")
     _compare(f"reading {path!r}, created by an append", _read(world, path), _expected(world, path))
 
 
@@ -185,13 +185,13 @@ def _(world: World, path: str, offset: str, length: str) -> None:
     sandbox = world.require_sandbox()
     start = None if offset == "unset" else int(offset)
     count = None if length == "unset" else int(length)
-    world.values["fs_read_request"] = f"reading {path!r} with offset {offset} and length {length}"
+    world.fs.read_request = f"reading {path!r} with offset {offset} and length {length}"
     world.last = attempt(lambda: world.files("read a file").read(sandbox.id, path, start, count))
 
 
 @then(parsers.re(r'the read returns (?:"(?P<text>[^"]*)"|nothing)$'))
 def _(world: World, text: str | None) -> None:
-    what = world.values["fs_read_request"]
+    what = world.require(world.fs.read_request, "read with offset and length")
     got = world.last.expect_success(what)
     expected = (text or "").encode("utf-8")
     expect(got == expected, f"{what} should return {expected!r}, but returned {got!r}")
@@ -201,13 +201,13 @@ def _(world: World, text: str | None) -> None:
 def _(world: World) -> None:
     sandbox = world.require_sandbox()
     path = _generated_name(world, ".txt")
-    world.values["fs_path"] = path
+    world.fs.generated_path = path
     world.last = attempt(lambda: world.files("read a file").read(sandbox.id, path))
 
 
 @then("the read fails with the error kind not_found, naming a file if it names a resource")
 def _(world: World) -> None:
-    path = world.values["fs_path"]
+    path = world.require(world.fs.generated_path, "read of a missing file")
     error = world.last.expect_application_error(f"reading the missing file {path!r}")
     expect(error.kind == "not_found", f"reading the missing file {path!r} should fail with kind not_found, "
                                       f"but it failed with: {error}")
@@ -327,7 +327,7 @@ def _(world: World, directory: str, files: str) -> None:
         data = world.faker.sentence(nb_words=5).encode("utf-8")
         _write(world, path, data)
         _written(world)[path] = data
-    world.values["fs_tree"] = (directory, names)
+    world.fs.tree = (directory, names)
 
 
 @when(parsers.re(r'I list "(?P<path>[^"]+)" to depth (?P<depth>\d+)$'))
@@ -335,12 +335,12 @@ def _(world: World, path: str, depth: str) -> None:
     sandbox = world.require_sandbox()
     listing: list[DirEntryInfo] = _succeed(f"listing {path!r} to depth {depth}",
                                            lambda: world.files("list a directory").list_dir(sandbox.id, path, int(depth)))
-    world.values["fs_listing"] = (path, int(depth), listing)
+    world.fs.listing = (path, int(depth), listing)
 
 
 @then(parsers.re(r"the listing holds exactly (?P<entries>.+)$"))
 def _(world: World, entries: str) -> None:
-    path, depth, listing = world.values["fs_listing"]
+    path, depth, listing = world.require(world.fs.listing, "directory listing")
     expected = set(_quoted(entries))
     got = [entry.path for entry in listing]
     expect(len(got) == len(set(got)),
@@ -353,8 +353,8 @@ def _(world: World, entries: str) -> None:
 
 @then("every listed entry has the kind of what was written there")
 def _(world: World) -> None:
-    directory, files = world.values["fs_tree"]
-    path, _depth, listing = world.values["fs_listing"]
+    directory, files = world.require(world.fs.tree, "directory holding files")
+    path, _depth, listing = world.require(world.fs.listing, "directory listing")
     for entry in listing:
         if entry.path in files:
             expect(entry.kind == "file", f"{entry.path!r} in the listing of {path!r} is a file, "
@@ -381,7 +381,7 @@ def _(world: World, source: str, target: str) -> None:
 @when(parsers.re(r'I delete the file "(?P<path>[^"]+)"$'))
 def _(world: World, path: str) -> None:
     sandbox = world.require_sandbox()
-    world.values["fs_deletion"] = f"deleting the file {path!r}"
+    world.fs.deletion = f"deleting the file {path!r}"
     world.last = attempt(lambda: world.files("delete a path").delete_path(sandbox.id, path, recursive=False))
 
 
@@ -389,18 +389,18 @@ def _(world: World, path: str) -> None:
 def _(world: World, path: str, how: str) -> None:
     sandbox = world.require_sandbox()
     recursive = how == "recursively"
-    world.values["fs_deletion"] = f"deleting the directory {path!r} with recursive {str(recursive).lower()}"
+    world.fs.deletion = f"deleting the directory {path!r} with recursive {str(recursive).lower()}"
     world.last = attempt(lambda: world.files("delete a path").delete_path(sandbox.id, path, recursive=recursive))
 
 
 @then("the deletion succeeds")
 def _(world: World) -> None:
-    world.last.expect_success(world.values["fs_deletion"])
+    world.last.expect_success(world.require(world.fs.deletion, "deletion"))
 
 
 @then("the deletion is refused")
 def _(world: World) -> None:
-    what = world.values["fs_deletion"]
+    what = world.require(world.fs.deletion, "deletion")
     expect(world.last.error is not None,
            f"{what} should be refused because the directory is not empty, but the provider answered success")
     world.last.expect_application_error(what)

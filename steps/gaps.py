@@ -52,7 +52,7 @@ def _(world: World, request: pytest.FixtureRequest) -> None:
     snapshot_id = world.last.answer.id
     cleanup(request, lambda: world.invoke("delete a snapshot", None, snapshot_id=snapshot_id))
     branch = attempt(lambda: world.provider.create(SandboxRequest(from_snapshot=name)))
-    world.values["branch"] = branch.expect_success(f"creating a sandbox from snapshot {name!r}")
+    world.gaps.branch = branch.expect_success(f"creating a sandbox from snapshot {name!r}")
 
 
 @then("the branch starts with the snapshot's files, and later writes on either side stay on that side, "
@@ -61,8 +61,8 @@ def _(world: World) -> None:
     if _refused_as_unsupported(world, world.last, "lifecycle.snapshot_sandbox", "a filesystem snapshot"):
         world.note_finding("GAP-1", "refused", "filesystem snapshots are not declared and were refused as unsupported")
         return
-    source, branch = world.require_sandbox(), world.values["branch"]
-    marker = world.values["marker"].encode()
+    source, branch = world.require_sandbox(), world.require(world.gaps.branch, "branch from a filesystem snapshot")
+    marker = world.require(world.common.marker_file_content, "marker file").encode()
     expect(run_ok(world, branch.id, f"cat {MARKER_FILE}") == marker,
            f"the branch {branch.id} should start with the snapshot's {MARKER_FILE}")
     run_ok(world, branch.id, f"printf branch > {BRANCH_ONLY}")
@@ -94,7 +94,7 @@ def _(world: World) -> None:
     for who, sandbox_id in (("the source", source.id), ("the fork", fork.id)):
         state = world.provider.describe(sandbox_id).state
         expect(state == "running", f"after a fork, {who} ({sandbox_id}) should be running; it is {state!r}")
-    marker = world.values["marker"].encode()
+    marker = world.require(world.common.marker_file_content, "marker file").encode()
     expect(run_ok(world, fork.id, f"cat {MARKER_FILE}") == marker, f"the fork {fork.id} lost {MARKER_FILE}")
     alive = world.provider.exec(fork.id, ExecRequest(f'kill -0 "$(cat {PID_FILE})"'))
     expect(alive.outcome == "ran" and alive.exit_code == 0,
@@ -107,13 +107,13 @@ def _(world: World) -> None:
 @when("I create a sandbox from a snapshot that does not exist")
 def _(world: World) -> None:
     missing = world.token("conformance-no-such-snapshot")
-    world.values["missing_snapshot"] = missing
+    world.gaps.missing_snapshot = missing
     world.last = attempt(lambda: world.provider.create(SandboxRequest(from_snapshot=missing)))
 
 
 @then("the create is refused with an error, not started from something else")
 def _(world: World) -> None:
-    missing = world.values["missing_snapshot"]
+    missing = world.require(world.gaps.missing_snapshot, "create from a snapshot that does not exist")
     expect(world.last.error is not None,
            f"creating a sandbox from snapshot {missing!r}, which does not exist, succeeded with sandbox "
            f"{getattr(world.last.answer, 'id', world.last.answer)!r}: the provider started it from something else")
@@ -125,13 +125,13 @@ def _(world: World) -> None:
 
 @when(parsers.parse("I create a sandbox asking for {megabytes:d} MiB of memory"))
 def _(world: World, megabytes: int) -> None:
-    world.values["memory_mb"] = megabytes
+    world.gaps.memory_mb = megabytes
     world.last = attempt(lambda: world.create_sandbox(memory_mb=megabytes))
 
 
 @when(parsers.parse("I create a sandbox asking for {cores:d} CPU core"))
 def _(world: World, cores: int) -> None:
-    world.values["cpu_cores"] = cores
+    world.gaps.cpu_cores = cores
     world.last = attempt(lambda: world.create_sandbox(cpu_cores=cores))
 
 
@@ -152,7 +152,7 @@ def _(world: World) -> None:
     if _refused_naming_resources(world):
         world.note_finding("GAP-2", "refused", f"memory sizing refused: {world.last.error}")
         return
-    limit = world.values["memory_mb"]
+    limit = world.require(world.gaps.memory_mb, "create asking for memory")
     hog = 2 * limit
     # Holding twice the limit in a shell variable needs more memory than the sandbox may have.
     outcome = world.run(f'x="$(head -c {hog * MIB} /dev/zero | tr "\\0" a)"; echo "held ${{#x}} bytes"',
@@ -187,7 +187,7 @@ def _(world: World) -> None:
     if _refused_naming_resources(world):
         world.note_finding("GAP-2", "refused", f"CPU sizing refused: {world.last.error}")
         return
-    cores = world.values["cpu_cores"]
+    cores = world.require(world.gaps.cpu_cores, "create asking for CPU cores")
     outcome = world.run(CPU_PROBE)
     expect(outcome.outcome == "ran" and outcome.exit_code == 0, f"the CPU probe failed: {outcome.describe()}")
     cpus, quota = _cpu_allowance(outcome.stdout)

@@ -10,6 +10,7 @@ from pytest_bdd import parsers, then, when
 from conformance.errors import ApplicationErrorAnswer, ProtocolErrorAnswer
 
 from ._shared import Attempt, World, attempt, expect
+from ._state import RawReply
 
 KIND_RULE = re.compile(r"^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$")
 
@@ -31,7 +32,7 @@ def _(world: World) -> None:
 
 @when(parsers.parse("the host initializes it asking for protocol version {version:d}"))
 def _(world: World, version: int) -> None:
-    world.values["asked_version"] = version
+    world.handshake.asked_version = version
     world.last = attempt(lambda: _fresh(world).handshake(protocol_version=version, strict=False))
 
 
@@ -72,7 +73,8 @@ def _(world: World) -> None:
 
 @then("the handshake is refused with an application error")
 def _(world: World) -> None:
-    world.last.expect_application_error(f"initialize asking for protocol version {world.values['asked_version']}")
+    asked = world.require(world.handshake.asked_version, "protocol version asked for")
+    world.last.expect_application_error(f"initialize asking for protocol version {asked}")
 
 
 @then(parsers.parse("the refusal message names version {asked:d} and the provider's own version {own:d}"))
@@ -98,7 +100,7 @@ def _(world: World) -> None:
     # A request cut off in the middle of its params: not JSON at all.
     cut = json.dumps({"jsonrpc": vocabulary.jsonrpc, "id": 7, "method": vocabulary.method("initialize")})
     wire.send_line(cut[:-1].encode("utf-8") + b', "params": {')
-    world.values["reply"] = _next_response(wire, timeout_s=5.0)
+    world.common.raw_reply = RawReply(_next_response(wire, timeout_s=5.0))
 
 
 def _next_response(raw, timeout_s: float):
@@ -109,8 +111,8 @@ def _next_response(raw, timeout_s: float):
 
 
 def _error_code(world: World) -> int | None:
-    if "reply" in world.values:
-        reply = world.values["reply"]
+    if world.common.raw_reply is not None:
+        reply = world.common.raw_reply.message
         expect(reply is not None, "the provider did not answer at all")
         expect(isinstance(reply, dict) and isinstance(reply.get("error"), dict),
                f"the provider should answer with an error object, it sent {reply!r}")

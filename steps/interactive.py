@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -11,44 +10,17 @@ from typing import Any
 import pytest
 from pytest_bdd import parsers, then, when
 
+from conformance.adapter import RunningFollow
 from conformance.errors import ApplicationErrorAnswer, CallTimeout
 
 from ._shared import World, attempt, cleanup, expect
+from ._state import Background
 
 PROMPT_S = 5.0  # how long a call that must not wait behind a long poll may take
 OUTPUT_S = 10.0  # how long a process or terminal may take to show what the scenario waits for
 # Escape sequences of every family (CSI, OSC, DCS, C1 forms), then every byte value, then a newline.
 RAW_BYTES = (b"\x1b[1;31mred\x1b[0m \x1b]0;title\x07 \x1bP1$r\x1b\\ \xc2\x9b2J \x9b1m \x1b(B\x1b[?25l"
              + bytes(range(256)) + b"\n")
-
-
-class Background:
-    """A call running on its own thread, so the scenario can do other things while it waits."""
-
-    def __init__(self, call: Callable[[], Any]) -> None:
-        self.result: Any = None
-        self.error: Exception | None = None
-        self._done = threading.Event()
-        threading.Thread(target=self._run, args=(call,), daemon=True).start()
-
-    def _run(self, call: Callable[[], Any]) -> None:
-        try:
-            self.result = call()
-        except Exception as error:  # noqa: BLE001 -- re-raised on the scenario thread by value()
-            self.error = error
-        finally:
-            self._done.set()
-
-    def done(self) -> bool:
-        return self._done.is_set()
-
-    def wait(self, timeout_s: float) -> bool:
-        return self._done.wait(timeout_s)
-
-    def value(self) -> Any:
-        if self.error is not None:
-            raise self.error
-        return self.result
 
 
 def _sandbox_id(world: World) -> str:
@@ -63,8 +35,7 @@ def _preview(data: bytes, limit: int = 300) -> str:
 
 
 def _process(world: World) -> str:
-    expect("process" in world.values, "no stdio process is open (a step is missing)")
-    return world.values["process"]
+    return world.require(world.interactive.process_id, "open stdio process")
 
 
 @when(parsers.re(r"I open a stdio process running `(?P<command>.+)`$"))
@@ -72,7 +43,8 @@ def _(world: World, command: str) -> None:
     # No cleanup of its own: deleting the sandbox ends its processes, and a terminate could wait
     # behind a broken provider's poll.
     process_id = world.token("conformance-stdio")
-    world.values["process"] = world.processes("open a stdio process").open(_sandbox_id(world), command, process_id=process_id)
+    processes = world.processes("open a stdio process")
+    world.interactive.process_id = processes.open(_sandbox_id(world), command, process_id=process_id)
 
 
 def _read_process(world: World, size: int) -> bytes:
@@ -98,19 +70,19 @@ def _read_process(world: World, size: int) -> bytes:
 
 @when("I send a generated line to the process")
 def _(world: World) -> None:
-    world.values["sent"] = (world.token("conformance-line") + "\n").encode()
-    world.processes("write to a stdio process").write(_process(world), world.values["sent"])
+    world.interactive.sent = (world.token("conformance-line") + "\n").encode()
+    world.processes("write to a stdio process").write(_process(world), world.interactive.sent)
 
 
 @when("I send the process bytes full of terminal escape sequences and control characters")
 def _(world: World) -> None:
-    world.values["sent"] = RAW_BYTES
+    world.interactive.sent = RAW_BYTES
     world.processes("write to a stdio process").write(_process(world), RAW_BYTES)
 
 
 @then(parsers.re(r"the (?:first )?process (?:echoes exactly those bytes|echoes that line)$"))
 def _(world: World) -> None:
-    sent = world.values["sent"]
+    sent = _sent(world)
     echoed = _read_process(world, len(sent))
     expect(echoed == sent, f"`cat` should give back exactly the {len(sent)} bytes it was sent; it gave "
                            f"{len(echoed)} bytes: {_preview(echoed)} (sent {_preview(sent)}). Bytes exchanged with "
@@ -163,16 +135,26 @@ def _(world: World, field: str) -> None:
            f"{what} should be refused as invalid_spec naming {field}; it answered: {error}")
 
 
+def _sent(world: World) -> bytes:
+    """The bytes last sent to the process."""
+    return world.require(world.interactive.sent, "bytes sent to the process")
+
+
+def _waiting_read(world: World) -> Background:
+    return world.require(world.interactive.waiting_read, "read left waiting")
+
+
 # -- long polls ------------------------------------------------------------------------------------
 
 
 @when("I start reading the process's output while it has none to give")
 def _(world: World) -> None:
     process_id = _process(world)
-    world.values["read"] = Background(lambda: world.processes("read a stdio process's output").read(process_id, timeout_s=30.0))
+    read = Background(lambda: world.processes("read a stdio process's output").read(process_id, timeout_s=30.0))
+    world.interactive.waiting_read = read
     # Give the read time to reach the provider and wait there; an answer now is no failure (a provider
     # may answer a poll at once), it only means the rest of the scenario proves less.
-    world.values["read"].wait(0.3)
+    read.wait(0.3)
 
 
 def _promptly(what: str, call: Callable[[], Any]) -> Any:
@@ -191,17 +173,18 @@ def _(world: World) -> None:
 
 @then("input to the process is accepted while the read waits")
 def _(world: World) -> None:
-    world.values["sent"] = (world.token("conformance-line") + "\n").encode()
+    sent = (world.token("conformance-line") + "\n").encode()
+    world.interactive.sent = sent
     process_id = _process(world)
-    _promptly("writing to the process", lambda: world.processes("write to a stdio process").write(process_id, world.values["sent"]))
+    _promptly("writing to the process", lambda: world.processes("write to a stdio process").write(process_id, sent))
 
 
 @then("the waiting read then returns that input")
 def _(world: World) -> None:
-    read: Background = world.values["read"]
+    read = _waiting_read(world)
     expect(read.wait(OUTPUT_S), f"the waiting read did not return within {OUTPUT_S:.0f} s of the input")
     data = read.value() or b""
-    sent = world.values["sent"]
+    sent = _sent(world)
     if len(data) < len(sent):
         data += _read_process(world, len(sent) - len(data))
     expect(data == sent,
@@ -216,7 +199,7 @@ def _(world: World) -> None:
 
 @then("the waiting read then reports the end of the output")
 def _(world: World) -> None:
-    read: Background = world.values["read"]
+    read = _waiting_read(world)
     expect(read.wait(OUTPUT_S), f"the waiting read did not end within {OUTPUT_S:.0f} s of terminating the process")
     expect(read.value() is None, f"the process was terminated before it wrote anything, so the waiting read should "
                                  f"report the end of the output; it gave {_preview(read.value() or b'')}")
@@ -226,21 +209,21 @@ def _(world: World) -> None:
 
 
 def _terminal(world: World) -> str:
-    expect("pty" in world.values, "no terminal is open (a step is missing)")
-    return world.values["pty"]
+    return world.require(world.interactive.pty_id, "open terminal")
 
 
 @when(parsers.parse("I open a terminal of {rows:d} rows and {cols:d} columns"))
 def _(world: World, rows: int, cols: int, request: pytest.FixtureRequest) -> None:
     pty_id = world.token("conformance-pty")
-    world.values["pty"] = world.terminals("open a terminal").open(_sandbox_id(world), rows=rows, cols=cols, pty_id=pty_id)
-    world.values["screen"] = b""  # everything the terminal showed, and how much of it the scenario has judged
-    world.values["judged"] = 0
+    terminals = world.terminals("open a terminal")
+    world.interactive.pty_id = terminals.open(_sandbox_id(world), rows=rows, cols=cols, pty_id=pty_id)
+    world.interactive.screen = b""  # everything the terminal showed, and how much of it the scenario has judged
+    world.interactive.judged = 0
     cleanup(request, lambda: world.terminals("close a terminal").close(pty_id))
 
 
 def _type(world: World, text: str) -> None:
-    world.values["typed"] = text
+    world.interactive.typed = text
     world.terminals("write to a terminal").write(_terminal(world), text.encode() + b"\r")
 
 
@@ -255,12 +238,12 @@ def _watch(world: World, wanted: re.Pattern[bytes], what: str) -> re.Match[bytes
     pty_id = _terminal(world)
     deadline = time.monotonic() + OUTPUT_S
     while True:
-        found = wanted.search(world.values["screen"], world.values["judged"])
+        found = wanted.search(world.interactive.screen, world.interactive.judged)
         if found:
-            world.values["judged"] = found.end()
+            world.interactive.judged = found.end()
             return found
         remaining = deadline - time.monotonic()
-        shown = world.values["screen"][world.values["judged"]:]
+        shown = world.interactive.screen[world.interactive.judged:]
         expect(remaining > 0, f"the terminal should show {what} within {OUTPUT_S:.0f} s; it showed {_preview(shown)}")
         try:
             chunk = world.terminals("read a terminal").read(pty_id, timeout_s=remaining)
@@ -268,7 +251,7 @@ def _watch(world: World, wanted: re.Pattern[bytes], what: str) -> re.Match[bytes
             expect(False, f"the terminal should show {what} within {OUTPUT_S:.0f} s; it showed {_preview(shown)}")
             raise
         expect(chunk is not None, f"the terminal session ended while waiting for {what}; it showed {_preview(shown)}")
-        world.values["screen"] += chunk
+        world.interactive.screen += chunk
 
 
 @then(parsers.re(r'the terminal shows "(?P<text>[^"]+)"$'))
@@ -278,7 +261,7 @@ def _(world: World, text: str) -> None:
 
 @then("the terminal echoes what I typed")
 def _(world: World) -> None:
-    typed = world.values["typed"]
+    typed = world.require(world.interactive.typed, "text typed into the terminal")
     _watch(world, re.compile(re.escape(typed.encode())), f"the typed text {typed!r} (the terminal's echo)")
 
 
@@ -319,8 +302,9 @@ def _(world: World) -> None:
 @when("I start reading the terminal's output while it has none to give")
 def _(world: World) -> None:
     pty_id = _terminal(world)
-    world.values["read"] = Background(lambda: world.terminals("read a terminal").read(pty_id, timeout_s=30.0))
-    world.values["read"].wait(0.3)
+    read = Background(lambda: world.terminals("read a terminal").read(pty_id, timeout_s=30.0))
+    world.interactive.waiting_read = read
+    read.wait(0.3)
 
 
 @then("resizing the terminal is answered while the read waits")
@@ -337,11 +321,11 @@ def _(world: World, text: str) -> None:
 
 @then("the waiting read then returns output")
 def _(world: World) -> None:
-    read: Background = world.values["read"]
+    read = _waiting_read(world)
     expect(read.wait(OUTPUT_S), f"the waiting read did not return within {OUTPUT_S:.0f} s of the input")
     chunk = read.value()
     expect(chunk is not None, "the terminal session ended instead of showing the program's output")
-    world.values["screen"] += chunk
+    world.interactive.screen += chunk
 
 
 # -- logs ------------------------------------------------------------------------------------------
@@ -350,26 +334,31 @@ def _(world: World) -> None:
 @when(parsers.re(r"I follow the sandbox's (?P<source>provision|entrypoint) log(?P<to_end> to its end)?$"))
 def _(world: World, source: str, to_end: str | None) -> None:
     follow = world.streams("follow logs").start_log_follow(_sandbox_id(world), source, stream_id=world.token("conformance-logs"))
-    world.values["follow"] = follow
-    world.values["source"] = source
+    world.interactive.log_follow = follow
+    world.interactive.log_source = source
     if to_end:
         _end_of_follow(world, OUTPUT_S)
     else:
         time.sleep(0.3)  # let the follow get under way before anything else happens to it
 
 
+def _log_follow(world: World) -> RunningFollow:
+    return world.require(world.interactive.log_follow, "log follow")
+
+
 def _end_of_follow(world: World, within_s: float) -> None:
-    follow = world.values["follow"]
+    follow = _log_follow(world)
     try:
-        world.values["follow_answer"] = attempt(lambda: follow.wait(within_s))
+        world.interactive.follow_answer = attempt(lambda: follow.wait(within_s))
     except CallTimeout:
-        expect(False, f"the follow of the {world.values['source']} log got no answer within {within_s:.0f} s")
-    world.values["follow_answer"].expect_success(f"the follow of the {world.values['source']} log")
+        expect(False, f"the follow of the {world.interactive.log_source} log got no answer within {within_s:.0f} s")
+    answer = world.require(world.interactive.follow_answer, "answer of the log follow")
+    answer.expect_success(f"the follow of the {world.interactive.log_source} log")
 
 
 @when("I cancel the follow")
 def _(world: World) -> None:
-    world.streams("cancel a stream").cancel_stream(world.values["follow"].stream_id)
+    world.streams("cancel a stream").cancel_stream(_log_follow(world).stream_id)
 
 
 @then("the follow ends with an answer")
@@ -379,13 +368,14 @@ def _(world: World) -> None:
 
 @then("the follow delivered some log output")
 def _(world: World) -> None:
-    chunks = world.values["follow"].chunks_so_far()
-    expect(any(chunk.data for chunk in chunks), f"the follow of the {world.values['source']} log delivered no output")
+    chunks = _log_follow(world).chunks_so_far()
+    expect(any(chunk.data for chunk in chunks),
+           f"the follow of the {world.interactive.log_source} log delivered no output")
 
 
 @then("every piece of log output arrived before the follow's answer")
 def _(world: World) -> None:
-    follow = world.values["follow"]
+    follow = _log_follow(world)
     answered = follow.answer_sequence
     expect(answered is not None, "the follow has not answered")
     late = [chunk for chunk in follow.chunks_so_far() if chunk.sequence > answered]

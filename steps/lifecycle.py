@@ -177,7 +177,7 @@ def _settle(world: World, sandbox_id: str, wanted: str, provider: Any = None) ->
     deadline = time.monotonic() + SETTLE_TIMEOUT_S
     while True:
         status = provider.describe(sandbox_id)
-        world.values.setdefault("states_seen", []).append(status.state)
+        world.lifecycle.states_seen.append(status.state)
         if status.state not in SETTLING.get(wanted, set()) or time.monotonic() >= deadline:
             return status
         time.sleep(0.2)
@@ -202,13 +202,15 @@ def _invoke_ok(world: World, operation: str, sandbox_id: str | None, **arguments
 
 
 def _new_sandbox(world: World) -> SandboxHandle:
-    sandbox = world.values.get("new_sandbox")
-    expect(sandbox is not None, "the scenario has no second sandbox yet")
-    return sandbox
+    return world.require(world.lifecycle.new_sandbox, "second sandbox")
 
 
 def _ids(statuses: list[SandboxStatus]) -> list[str]:
     return [status.id for status in statuses]
+
+
+def _labels(world: World) -> dict[str, str]:
+    return world.require(world.lifecycle.labels, "generated labels")
 
 
 # -- listing -------------------------------------------------------------------------------------
@@ -217,57 +219,65 @@ def _ids(statuses: list[SandboxStatus]) -> list[str]:
 @when("I create a sandbox labelled with two generated labels")
 def _(world: World) -> None:
     labels = {"conformance-first": world.token("first"), "conformance-second": world.token("second")}
-    world.values["labels"] = labels
+    world.lifecycle.labels = labels
     world.create_sandbox(labels=labels)
 
 
 @when("I create another sandbox that carries only the first of those labels")
 def _(world: World) -> None:
-    first = {"conformance-first": world.values["labels"]["conformance-first"]}
-    world.values["other_sandbox"] = world.provider.create(SandboxRequest(labels=first))
+    first = {"conformance-first": _labels(world)["conformance-first"]}
+    world.lifecycle.other_sandbox = world.provider.create(SandboxRequest(labels=first))
 
 
 @when("I list the sandboxes carrying both labels")
 def _(world: World) -> None:
-    world.values["filter"] = dict(world.values["labels"])
-    world.values["listed"] = world.provider.list(world.values["filter"])
+    world.lifecycle.listing_filter = dict(_labels(world))
+    world.common.listed = world.provider.list(world.lifecycle.listing_filter)
 
 
 @when("I list the sandboxes carrying the first label")
 def _(world: World) -> None:
-    world.values["filter"] = {"conformance-first": world.values["labels"]["conformance-first"]}
-    world.values["listed"] = world.provider.list(world.values["filter"])
+    world.lifecycle.listing_filter = {"conformance-first": _labels(world)["conformance-first"]}
+    world.common.listed = world.provider.list(world.lifecycle.listing_filter)
 
 
 @when("I list every sandbox")
 def _(world: World) -> None:
-    world.values["filter"] = None
-    world.values["listed"] = world.provider.list(None)
+    world.lifecycle.listing_filter = None
+    world.common.listed = world.provider.list(None)
+
+
+def _listed_ids(world: World) -> list[str]:
+    return _ids(world.require(world.common.listed, "listing of sandboxes"))
+
+
+def _other_sandbox(world: World) -> SandboxHandle:
+    return world.require(world.lifecycle.other_sandbox, "other sandbox")
 
 
 def _listing(world: World) -> str:
-    wanted = world.values["filter"]
+    wanted = world.lifecycle.listing_filter
     return f"listing by {wanted}" if wanted else "listing without a filter"
 
 
 @then("the list includes the first sandbox")
 def _(world: World) -> None:
     sandbox_id = world.require_sandbox().id
-    listed = _ids(world.values["listed"])
+    listed = _listed_ids(world)
     expect(sandbox_id in listed, f"{_listing(world)} should include sandbox {sandbox_id}; it listed {listed}")
 
 
 @then("the list includes both sandboxes")
 def _(world: World) -> None:
-    listed = _ids(world.values["listed"])
-    for sandbox in (world.require_sandbox(), world.values["other_sandbox"]):
+    listed = _listed_ids(world)
+    for sandbox in (world.require_sandbox(), _other_sandbox(world)):
         expect(sandbox.id in listed, f"{_listing(world)} should include sandbox {sandbox.id}; it listed {listed}")
 
 
 @then("the list does not include the other sandbox")
 def _(world: World) -> None:
-    other = world.values["other_sandbox"]
-    listed = _ids(world.values["listed"])
+    other = _other_sandbox(world)
+    listed = _listed_ids(world)
     expect(other.id not in listed,
            f"{_listing(world)} listed sandbox {other.id}, which lacks one of those labels (it carries only "
            f"{dict(other.status.labels)}); a label filter matches sandboxes that carry every listed label")
@@ -331,7 +341,7 @@ def _(world: World, state: str) -> None:
 
 @then("every state reported along the way is one of the protocol's sandbox states")
 def _(world: World) -> None:
-    seen = world.values.get("states_seen", [])
+    seen = world.lifecycle.states_seen
     expect(bool(seen), "no state was reported along the way")
     unknown = sorted({state for state in seen if state not in KNOWN_STATES})
     expect(not unknown, f"the provider reported states {unknown}, which are not protocol sandbox states "
@@ -358,12 +368,12 @@ def _(world: World) -> None:
 def _(world: World) -> None:
     sandbox = world.create_sandbox()
     marker = world.token("conformance-marker")
-    world.values["marker"] = marker
+    world.common.marker_file_content = marker
     run_ok(world, sandbox.id, f"printf '%s' '{marker}' > {MARKER_FILE}")
 
 
 def _expect_marker(world: World, sandbox_id: str, who: str) -> None:
-    marker = world.values["marker"]
+    marker = world.require(world.common.marker_file_content, "marker file")
     outcome = world.provider.exec(sandbox_id, ExecRequest(command=f"cat {MARKER_FILE}"))
     expect(outcome.outcome == "ran" and outcome.exit_code == 0 and outcome.stdout == marker.encode(),
            f"{who} ({sandbox_id}) should hold {MARKER_FILE} containing {marker!r}; `cat {MARKER_FILE}` gave "
@@ -408,41 +418,52 @@ def _(world: World) -> None:
 
 @given("a sandbox labelled with a generated label")
 def _(world: World) -> None:
-    world.values["old_label"] = {"conformance-label": world.token("old")}
-    world.create_sandbox(labels=world.values["old_label"])
+    world.lifecycle.old_label = {"conformance-label": world.token("old")}
+    world.create_sandbox(labels=world.lifecycle.old_label)
 
 
 @when("I replace the sandbox's labels with a new generated label, keeping the run label")
 def _(world: World) -> None:
     sandbox = world.require_sandbox()
     # Keep what the suite itself put there (the run label its sweep looks for); drop the scenario's own.
-    kept = {k: v for k, v in sandbox.status.labels.items() if k not in world.values["old_label"]}
-    world.values["new_label"] = {"conformance-new-label": world.token("new")}
-    world.values["new_labels"] = {**kept, **world.values["new_label"]}
-    _invoke_ok(world, "set labels", sandbox.id, labels=world.values["new_labels"])
+    old_label = _old_label(world)
+    kept = {k: v for k, v in sandbox.status.labels.items() if k not in old_label}
+    new_label = {"conformance-new-label": world.token("new")}
+    world.lifecycle.new_label = new_label
+    world.lifecycle.new_labels = {**kept, **new_label}
+    _invoke_ok(world, "set labels", sandbox.id, labels=world.lifecycle.new_labels)
+
+
+def _old_label(world: World) -> dict[str, str]:
+    return world.require(world.lifecycle.old_label, "label the sandbox was created with")
+
+
+def _new_label(world: World) -> dict[str, str]:
+    return world.require(world.lifecycle.new_label, "new label")
 
 
 @then("the sandbox is described with exactly the new labels")
 def _(world: World) -> None:
     labels = dict(world.provider.describe(world.require_sandbox().id).labels)
-    expect(labels == world.values["new_labels"],
-           f"set labels replaces every label: expected exactly {world.values['new_labels']}, described {labels}")
+    new_labels = world.require(world.lifecycle.new_labels, "replaced labels")
+    expect(labels == new_labels,
+           f"set labels replaces every label: expected exactly {new_labels}, described {labels}")
 
 
 @then("listing by the new label finds the sandbox")
 def _(world: World) -> None:
     sandbox_id = world.require_sandbox().id
-    listed = _ids(world.provider.list(world.values["new_label"]))
-    expect(sandbox_id in listed,
-           f"listing by {world.values['new_label']} should find {sandbox_id}; it listed {listed}")
+    new_label = _new_label(world)
+    listed = _ids(world.provider.list(new_label))
+    expect(sandbox_id in listed, f"listing by {new_label} should find {sandbox_id}; it listed {listed}")
 
 
 @then("listing by the replaced label does not find it")
 def _(world: World) -> None:
     sandbox_id = world.require_sandbox().id
-    listed = _ids(world.provider.list(world.values["old_label"]))
-    expect(sandbox_id not in listed,
-           f"listing by the replaced label {world.values['old_label']} still finds {sandbox_id}")
+    old_label = _old_label(world)
+    listed = _ids(world.provider.list(old_label))
+    expect(sandbox_id not in listed, f"listing by the replaced label {old_label} still finds {sandbox_id}")
 
 
 @when("I undelete the sandbox")
@@ -475,17 +496,17 @@ def _forget_snapshot(world: World, request: pytest.FixtureRequest, snapshot_id: 
 def _(world: World, request: pytest.FixtureRequest) -> None:
     name = world.token("conformance-snapshot")
     answer = _invoke_ok(world, "snapshot", world.require_sandbox().id, include_memory=False, name=name)
-    world.values["snapshot_name"] = name
-    world.values["snapshot_id"] = answer.id
+    world.lifecycle.snapshot_name = name
+    world.lifecycle.snapshot_id = answer.id
     _forget_snapshot(world, request, answer.id)
 
 
 @when("I create a sandbox from that snapshot by name")
 def _(world: World) -> None:
-    name = world.values["snapshot_name"]
+    name = world.require(world.lifecycle.snapshot_name, "filesystem snapshot")
     outcome = attempt(lambda: world.provider.create(SandboxRequest(from_snapshot=name)))
-    world.values["new_sandbox"] = outcome.expect_success(
-        f"creating a sandbox from snapshot {world.values['snapshot_name']!r} (source.snapshot.name)")
+    world.lifecycle.new_sandbox = outcome.expect_success(
+        f"creating a sandbox from snapshot {name!r} (source.snapshot.name)")
 
 
 @when("I snapshot the sandbox including its memory and running processes")
@@ -513,12 +534,16 @@ def _(world: World) -> None:
 def _(world: World, request: pytest.FixtureRequest) -> None:
     name = world.token("conformance-snapshot")
     answer = _invoke_ok(world, "create a snapshot", world.require_sandbox().id, name=name)
-    world.values["snapshot_id"] = answer.id
+    world.lifecycle.snapshot_id = answer.id
     _forget_snapshot(world, request, answer.id)
 
 
+def _snapshot_id(world: World) -> str:
+    return world.require(world.lifecycle.snapshot_id, "snapshot")
+
+
 def _snapshot_status(world: World) -> SnapshotInfo:
-    snapshot_id = world.values["snapshot_id"]
+    snapshot_id = _snapshot_id(world)
     status = _invoke_ok(world, "get a snapshot", None, snapshot_id=snapshot_id)
     expect(status.id == snapshot_id, f"get of snapshot {snapshot_id!r} answered the status of {status.id!r}")
     return status
@@ -535,11 +560,11 @@ def _(world: World) -> None:
 @then(parsers.re(r"the snapshot is described as (?P<state>active|inactive)$"))
 def _(world: World, state: str) -> None:
     described = _snapshot_status(world).state
-    expect(described == state, f"snapshot {world.values['snapshot_id']} should be {state}; it is {described!r}")
+    expect(described == state, f"snapshot {_snapshot_id(world)} should be {state}; it is {described!r}")
 
 
 def _delete_snapshot(world: World) -> Attempt:
-    snapshot_id = world.values["snapshot_id"]
+    snapshot_id = _snapshot_id(world)
     return attempt(lambda: world.invoke("delete a snapshot", None, snapshot_id=snapshot_id))
 
 
@@ -558,12 +583,12 @@ def _(world: World) -> None:
 @then("every snapshot delete succeeds")
 def _(world: World) -> None:
     for number, outcome in enumerate(world.attempts, start=1):
-        outcome.expect_success(f"delete number {number} of snapshot {world.values['snapshot_id']}")
+        outcome.expect_success(f"delete number {number} of snapshot {_snapshot_id(world)}")
 
 
 @then("the snapshot is reported gone")
 def _(world: World) -> None:
-    snapshot_id = world.values["snapshot_id"]
+    snapshot_id = _snapshot_id(world)
     outcome = attempt(lambda: world.invoke("get a snapshot", None, snapshot_id=snapshot_id))
     if outcome.error is not None:
         _expect_refusal(outcome, f"get of deleted snapshot {snapshot_id}", "not_found")
@@ -574,7 +599,7 @@ def _(world: World) -> None:
 
 @when(parsers.re(r"I (?P<verb>activate|deactivate) the snapshot$"))
 def _(world: World, verb: str) -> None:
-    snapshot_id = world.values["snapshot_id"]
+    snapshot_id = _snapshot_id(world)
     world.last = attempt(lambda: world.invoke(f"{verb} a snapshot", None, snapshot_id=snapshot_id))
     if verb == "activate":
         world.last.expect_success("activating the snapshot")
@@ -612,7 +637,7 @@ def _(world: World, field: str, request: pytest.FixtureRequest) -> None:
         different = {"cpu_cores": (cpu_cores or 1) + 1}
     spec = {"name": world.token("conformance-snapshot"),
             "source": {"sandbox": {"id": world.require_sandbox().id, "include_memory": False}}, field: different}
-    world.values["asked"] = different
+    world.lifecycle.spec_asked = different
     world.last = attempt(lambda: wire.call(wire.vocabulary.method("create a snapshot"), {"spec": spec}))
     if world.last.error is None and isinstance(world.last.answer, dict) and world.last.answer.get("snapshot_id"):
         _forget_snapshot(world, request, world.last.answer["snapshot_id"], provider=fresh)
@@ -620,13 +645,13 @@ def _(world: World, field: str, request: pytest.FixtureRequest) -> None:
 
 @then(parsers.re(r"the snapshot request is refused as invalid_spec naming (?P<field>sandbox_kind|resources)$"))
 def _(world: World, field: str) -> None:
-    _expect_refusal(world.last, f"a snapshot of a sandbox asking for {field} {world.values['asked']!r}, which the "
+    _expect_refusal(world.last, f"a snapshot of a sandbox asking for {field} {_spec_asked(world)!r}, which the "
                                 f"sandbox does not have", "invalid_spec", field)
 
 
 @when(parsers.re(r"I list the provider's (?P<service>snapshots|volumes)$"))
 def _(world: World, service: str) -> None:
-    world.values["service"] = service
+    world.lifecycle.listed_service = service
     world.last = attempt(lambda: world.invoke(f"list {service}", None))
 
 
@@ -646,19 +671,19 @@ def _(world: World, service: str, named: str) -> None:
 
 @when("I ask for the sandbox's platform info")
 def _(world: World) -> None:
-    world.values["platform"] = world.provider.platform_info(world.require_sandbox().id)
+    world.lifecycle.platform = world.provider.platform_info(world.require_sandbox().id)
 
 
 @then("the platform names a non-empty lowercase operating system")
 def _(world: World) -> None:
-    os_name = world.values["platform"].os
+    os_name = world.require(world.lifecycle.platform, "platform info").os
     expect(isinstance(os_name, str) and os_name != "" and os_name == os_name.lower(),
            f"platform os should be a non-empty lowercase name such as linux or macos; it is {os_name!r}")
 
 
 @then("the platform names an architecture, not a kernel release")
 def _(world: World) -> None:
-    arch = world.values["platform"].arch
+    arch = world.require(world.lifecycle.platform, "platform info").arch
     expect(isinstance(arch, str) and arch != "" and "." not in arch,
            f"platform arch should be an architecture name such as x86_64 or aarch64; it is {arch!r}")
 
@@ -668,16 +693,17 @@ def _(world: World) -> None:
 
 def _spec_request(world: World, field: str) -> SandboxRequest:
     if field == "sandbox_kind":
-        world.values["asked"] = "container"
+        world.lifecycle.spec_asked = "container"
         return SandboxRequest(extra={"sandbox_kind": "container"})
     if field == "region":
-        world.values["asked"] = world.token("conformance-region")
-        return SandboxRequest(extra={"region": world.values["asked"]})
+        region = world.token("conformance-region")
+        world.lifecycle.spec_asked = region
+        return SandboxRequest(extra={"region": region})
     if field == "user":
-        world.values["asked"] = "nobody"
+        world.lifecycle.spec_asked = "nobody"
         return SandboxRequest(extra={"user": "nobody"})
     if field == "resources":
-        world.values["asked"] = 1
+        world.lifecycle.spec_asked = 1
         return SandboxRequest(cpu_cores=1)
     raise AssertionError(f"the suite knows no creation-spec field {field!r}")
 
@@ -689,42 +715,46 @@ def _(world: World, field: str) -> None:
         world.sandbox = world.last.answer
 
 
+def _spec_asked(world: World) -> Any:
+    return world.require(world.lifecycle.spec_asked, "value the request asked for")
+
+
 def _honoured(world: World, field: str) -> tuple[bool, Any]:
     """Whether the new sandbox visibly has what was asked, and what it has instead."""
     sandbox = world.require_sandbox()
     status = world.provider.describe(sandbox.id).raw or {}
     if field in ("sandbox_kind", "region"):
-        return status.get(field) == world.values["asked"], f"its status reports {field} {status.get(field)!r}"
+        return status.get(field) == _spec_asked(world), f"its status reports {field} {status.get(field)!r}"
     if field == "resources":
         cores = (status.get("resources") or {}).get("cpu_cores")
-        return cores == world.values["asked"], f"its status reports cpu_cores {cores!r}"
+        return cores == _spec_asked(world), f"its status reports cpu_cores {cores!r}"
     user = run_ok(world, sandbox.id, "id -un").decode(errors="replace").strip()
-    return user == world.values["asked"], f"its commands run as {user!r}"
+    return user == _spec_asked(world), f"its commands run as {user!r}"
 
 
 @then(parsers.re(r"the sandbox honours (?P<field>sandbox_kind|region|user|resources), or the create is refused as "
                   r"invalid_spec naming (?P<named>[a-z_.]+)$"))
 def _(world: World, field: str, named: str) -> None:
     if world.last.error is not None:
-        _expect_refusal(world.last, f"a create asking for {field} {world.values['asked']!r}", "invalid_spec", named)
+        _expect_refusal(world.last, f"a create asking for {field} {_spec_asked(world)!r}", "invalid_spec", named)
         return
     honoured, instead = _honoured(world, field)
-    expect(honoured, f"the create asking for {field} {world.values['asked']!r} succeeded, but {instead}; a "
+    expect(honoured, f"the create asking for {field} {_spec_asked(world)!r} succeeded, but {instead}; a "
                      "field the provider cannot honour must be refused as invalid_spec naming it, never ignored")
 
 
 @when("I create a sandbox with a generated name")
 def _(world: World) -> None:
-    world.values["name"] = world.token("conformance-name")
-    world.create_sandbox(name=world.values["name"])
+    world.lifecycle.name = world.token("conformance-name")
+    world.create_sandbox(name=world.lifecycle.name)
 
 
 @then("the sandbox's status reports that name")
 def _(world: World) -> None:
     sandbox = world.require_sandbox()
     for where, status in (("create answer", sandbox.status), ("describe", world.provider.describe(sandbox.id))):
-        expect(status.name == world.values["name"],
-               f"the {where} reports name {status.name!r}; the create asked for {world.values['name']!r}")
+        name = world.require(world.lifecycle.name, "generated sandbox name")
+        expect(status.name == name, f"the {where} reports name {status.name!r}; the create asked for {name!r}")
 
 
 # -- timers ----------------------------------------------------------------------------------------
@@ -743,25 +773,26 @@ def _(world: World) -> None:
 @when("I set the sandbox's timers, leaving them all unset")
 def _(world: World) -> None:
     world.last = attempt(lambda: world.invoke("set timers", world.require_sandbox().id, timers=_timers()))
-    world.values["timers"] = "every timer null (the provider's defaults)"
+    world.lifecycle.timers_described = "every timer null (the provider's defaults)"
 
 
 @when("I switch the sandbox's idle auto-stop timer off with a zero duration")
 def _(world: World) -> None:
     timers = _timers(auto_stop_after_idle={"secs": 0, "nanos": 0})
     world.last = attempt(lambda: world.invoke("set timers", world.require_sandbox().id, timers=timers))
-    world.values["timers"] = "auto_stop_after_idle zero (switched off)"
+    world.lifecycle.timers_described = "auto_stop_after_idle zero (switched off)"
 
 
 @then("the timers are accepted")
 def _(world: World) -> None:
-    world.last.expect_success(f"set timers with {world.values['timers']}")
+    world.last.expect_success(f"set timers with {world.require(world.lifecycle.timers_described, 'timers set')}")
 
 
 @then("the timers are accepted, or refused as invalid_spec naming the timers")
 def _(world: World) -> None:
     if world.last.error is not None:
-        _expect_refusal(world.last, f"set timers with {world.values['timers']}", "invalid_spec", "timers")
+        timers = world.require(world.lifecycle.timers_described, "timers set")
+        _expect_refusal(world.last, f"set timers with {timers}", "invalid_spec", "timers")
 
 
 @then("the sandbox is still described as running after staying idle for a moment")
@@ -794,22 +825,23 @@ def _(world: World) -> None:
 def _(world: World) -> None:
     handle = _invoke_ok(world, "fork", world.require_sandbox().id, include_memory=True)
     expect(isinstance(handle, SandboxHandle), f"a fork should answer a HandleInfo; it answered {handle!r}")
-    world.values["new_sandbox"] = handle
+    world.lifecycle.new_sandbox = handle
 
 
 @when("I resize the sandbox to a different number of CPU cores")
 def _(world: World) -> None:
     sandbox = world.require_sandbox()
     current = ((world.provider.describe(sandbox.id).raw or {}).get("resources") or {}).get("cpu_cores")
-    world.values["cpu_cores"] = 2 if current == 1 else 1
-    _invoke_ok(world, "resize", sandbox.id, cpu_cores=world.values["cpu_cores"])
+    world.lifecycle.resized_cpu_cores = 2 if current == 1 else 1
+    _invoke_ok(world, "resize", sandbox.id, cpu_cores=world.lifecycle.resized_cpu_cores)
 
 
 @then("the sandbox is described with that number of CPU cores")
 def _(world: World) -> None:
     resources = (world.provider.describe(world.require_sandbox().id).raw or {}).get("resources") or {}
-    expect(resources.get("cpu_cores") == world.values["cpu_cores"],
-           f"after a resize to {world.values['cpu_cores']} CPU cores the sandbox reports resources {resources!r}")
+    cpu_cores = world.require(world.lifecycle.resized_cpu_cores, "resize")
+    expect(resources.get("cpu_cores") == cpu_cores,
+           f"after a resize to {cpu_cores} CPU cores the sandbox reports resources {resources!r}")
 
 
 @when("I change the sandbox's network policy to one the provider declares")
@@ -817,20 +849,22 @@ def _(world: World) -> None:
     caps = world.provider.capabilities
     policy = "allow_all" if caps.declares("network.allow_all") else "block" if caps.declares("network.block_all") \
         else "provider_default"
-    world.values["policy"] = policy
+    world.lifecycle.network_policy = policy
     world.last = attempt(lambda: world.invoke("update network", world.require_sandbox().id, network=policy))
 
 
 @then("the change is accepted")
 def _(world: World) -> None:
-    world.last.expect_success(f"changing the network policy to {world.values['policy']}")
+    world.last.expect_success(
+        f"changing the network policy to {world.require(world.lifecycle.network_policy, 'network policy change')}")
 
 
 @then("the sandbox's status reports the new network policy, if it reports one")
 def _(world: World) -> None:
     reported = (world.provider.describe(world.require_sandbox().id).raw or {}).get("network")
-    expect(reported is None or reported == world.values["policy"],
-           f"after changing the network policy to {world.values['policy']!r} the status still reports {reported!r}")
+    policy = world.require(world.lifecycle.network_policy, "network policy change")
+    expect(reported is None or reported == policy,
+           f"after changing the network policy to {policy!r} the status still reports {reported!r}")
 
 
 @then("the sandbox still runs commands")
@@ -845,13 +879,17 @@ def _(world: World) -> None:
 def _(world: World, request: pytest.FixtureRequest) -> None:
     name = world.token("conformance-volume")
     volume_id = _invoke_ok(world, "create a volume", None, name=name).id
-    world.values.update(volume_name=name, volume_id=volume_id)
+    world.lifecycle.volume_name, world.lifecycle.volume_id = name, volume_id
     cleanup(request, lambda: world.invoke("delete a volume", None, volume_id=volume_id))
+
+
+def _volume_id(world: World) -> str:
+    return world.require(world.lifecycle.volume_id, "volume")
 
 
 @then("the volume is described with a known volume state")
 def _(world: World) -> None:
-    volume_id = world.values["volume_id"]
+    volume_id = _volume_id(world)
     status = _invoke_ok(world, "get a volume", None, volume_id=volume_id)
     expect(status.id == volume_id, f"get of volume {volume_id!r} answered the status of {status.id!r}")
     expect(status.state in VOLUME_STATES,
@@ -862,12 +900,13 @@ def _(world: World) -> None:
 @then("listing volumes includes it")
 def _(world: World) -> None:
     listed = [v.id for v in _invoke_ok(world, "list volumes", None).volumes]
-    expect(world.values["volume_id"] in listed, f"volume {world.values['volume_id']} is not listed; listed {listed}")
+    volume_id = _volume_id(world)
+    expect(volume_id in listed, f"volume {volume_id} is not listed; listed {listed}")
 
 
 @when(parsers.re(r"I delete the volume(?: again)?$"))
 def _(world: World) -> None:
-    volume_id = world.values["volume_id"]
+    volume_id = _volume_id(world)
     world.attempts.append(attempt(lambda: world.invoke("delete a volume", None, volume_id=volume_id)))
 
 
@@ -875,12 +914,12 @@ def _(world: World) -> None:
 def _(world: World) -> None:
     expect(len(world.attempts) == 2, f"expected two volume deletes, saw {len(world.attempts)}")
     for number, outcome in enumerate(world.attempts, start=1):
-        outcome.expect_success(f"delete number {number} of volume {world.values['volume_id']}")
+        outcome.expect_success(f"delete number {number} of volume {_volume_id(world)}")
 
 
 @then("the volume is reported gone")
 def _(world: World) -> None:
-    volume_id = world.values["volume_id"]
+    volume_id = _volume_id(world)
     outcome = attempt(lambda: world.invoke("get a volume", None, volume_id=volume_id))
     if outcome.error is not None:
         _expect_refusal(outcome, f"get of deleted volume {volume_id}", "not_found")
@@ -904,16 +943,20 @@ def _timestamp(value: Any) -> float | None:
     return None
 
 
+def _ssh(world: World) -> SshAccess:
+    return world.require(world.lifecycle.ssh, "SSH access")
+
+
 @when("I ask for SSH access to the sandbox")
 def _(world: World) -> None:
     access = _invoke_ok(world, "create ssh access", world.require_sandbox().id)
     expect(isinstance(access, SshAccess), f"SSH access should answer an access; it answered {access!r}")
-    world.values["ssh"] = access
+    world.lifecycle.ssh = access
 
 
 @then("the access is a single command line with no placeholders left to fill in")
 def _(world: World) -> None:
-    command = world.values["ssh"].command
+    command = _ssh(world).command
     expect(isinstance(command, str) and command.strip() != "", f"the SSH access carries no command: {command!r}")
     expect("\n" not in command.strip(), f"the SSH access command spans several lines: {command!r}")
     leftover = PLACEHOLDER.search(command)
@@ -923,8 +966,8 @@ def _(world: World) -> None:
 
 @when(parsers.parse("I ask for SSH access to the sandbox for {seconds:d} seconds"))
 def _(world: World, seconds: int) -> None:
-    world.values["ttl_s"] = seconds
-    world.values["asked_at"] = time.time()
+    world.lifecycle.ssh_ttl_s = seconds
+    world.lifecycle.ssh_asked_at = time.time()
     world.last = attempt(lambda: world.invoke("create ssh access", world.require_sandbox().id,
                                                        ttl_ms=seconds * 1000))
 
@@ -940,7 +983,7 @@ def _(world: World, seconds: int) -> None:
         return
     access: SshAccess = world.last.expect_success(f"{what} (access.ssh_ttl is declared)")
     expires = _timestamp(access.expires_at)
-    asked_at = world.values["asked_at"]
+    asked_at = world.require(world.lifecycle.ssh_asked_at, "request for SSH access with a lifetime")
     # Minutes of slack either way: a remote provider's clock need not agree with ours.
     expect(expires is not None and asked_at - 120 <= expires <= asked_at + seconds + 120,
            f"{what} should expire about {seconds} s from now; it says expires_at {access.expires_at!r}")
@@ -948,14 +991,14 @@ def _(world: World, seconds: int) -> None:
 
 @then("the access carries a token")
 def _(world: World) -> None:
-    token = world.values["ssh"].token
+    token = _ssh(world).token
     expect(isinstance(token, str) and token != "",
            f"a provider that declares access.ssh_revoke must hand out revocable tokens; the access carries {token!r}")
 
 
 @when("I revoke that token")
 def _(world: World) -> None:
-    token = world.values["ssh"].token
+    token = _ssh(world).token
     world.last = attempt(lambda: world.invoke("revoke ssh access", world.require_sandbox().id, token=token))
 
 

@@ -37,7 +37,7 @@ def _refused(error: ProviderCallError | None, what: str) -> None:
 
 @when("I note every sandbox the provider lists")
 def _(world: World) -> None:
-    world.values["listed_before"] = _listed_ids(world.provider)
+    world.rest.listed_before = _listed_ids(world.provider)
 
 
 @when(parsers.re(r"I create a sandbox (?P<how>without credentials|with a wrong credential)$"))
@@ -56,7 +56,7 @@ def _(world: World) -> None:
 def _(world: World) -> None:
     """Whatever the listing shows now and did not before, and that does not go away while other
     scenarios finish theirs, was created by the refused request."""
-    before = world.values["listed_before"]
+    before = world.require(world.rest.listed_before, "listing taken before the request")
     deadline = time.monotonic() + SETTLE_S
     newcomers = _listed_ids(world.provider) - before
     while newcomers and time.monotonic() < deadline:
@@ -73,20 +73,20 @@ def _(world: World) -> None:
     sandbox_id = world.require_sandbox().id
     other = world.credentials("none").with_credentials("none")
     outcome: ExecOutcome = other.exec(sandbox_id, ExecRequest("true"))
-    world.values["refusals"] = {
+    world.rest.refusals = {
         "list": attempt(lambda: other.list(None)).error,
         "describe": attempt(lambda: other.describe(sandbox_id)).error,
         "exec": outcome.error if outcome.outcome == "infra" else None,
         "delete": attempt(lambda: other.delete(sandbox_id)).error,
     }
-    world.values["exec_outcome"] = outcome
+    world.rest.exec_outcome = outcome
 
 
 @then("each of those requests is refused with HTTP status 401 or 403")
 def _(world: World) -> None:
-    for what, error in world.values["refusals"].items():
+    for what, error in world.require(world.rest.refusals, "requests made without credentials").items():
         if what == "exec" and error is None:
-            outcome: ExecOutcome = world.values["exec_outcome"]
+            outcome = world.require(world.rest.exec_outcome, "exec made without credentials")
             raise AssertionError(f"an exec without a valid credential must be refused with HTTP 401 or 403; "
                                  f"it {outcome.describe()}")
         _refused(error, f"a {what}")
@@ -116,7 +116,7 @@ def _(world: World) -> None:
 @then("the list does not include the deleted sandbox")
 def _(world: World) -> None:
     sandbox_id = world.require_sandbox().id
-    listed = [status.id for status in world.values["listed"]]
+    listed = [status.id for status in world.require(world.common.listed, "listing of sandboxes")]
     expect(sandbox_id not in listed, f"the deleted sandbox {sandbox_id} is still listed: {listed}")
 
 
@@ -146,7 +146,8 @@ def _(world: World) -> None:
 
 @then(parsers.parse("the answer came within {seconds:d} seconds of the timeout"))
 def _(world: World, seconds: int) -> None:
-    timeout_s, answered_after_s = world.values["timeout_s"], world.values["answered_after_s"]
+    timeout_s = world.require(world.common.command_timeout_s, "command run with a timeout")
+    answered_after_s = world.require(world.common.command_answered_after_s, "command run with a timeout")
     expect(answered_after_s <= timeout_s + seconds,
            f"a command with a {timeout_s:g} s timeout was answered after {answered_after_s:.1f} s: the provider "
            "did not stop it at its timeout")

@@ -42,12 +42,12 @@ def _(world: World) -> None:
         world.last = attempt(fresh.shutdown)
     except ProviderViolation as violation:  # no answer: it crashed or went silent
         world.last = Attempt()
-        world.values["shutdown_violation"] = violation
+        world.session.shutdown_violation = violation
 
 
 @then("the provider answered the shutdown")
 def _(world: World) -> None:
-    violation = world.values.get("shutdown_violation")
+    violation = world.session.shutdown_violation
     expect(violation is None, f"shutdown must be answered before the provider exits: {violation}")
     world.last.expect_success("shutdown")
 

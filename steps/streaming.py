@@ -24,16 +24,19 @@ FIRST_CHUNK_WAIT_S = 0.5
 
 
 def _stream(world: World) -> StreamOutcome:
-    stream = world.values.get("stream")
-    expect(stream is not None, "no command has been streamed yet")
-    return stream
+    return world.require(world.stream.outcome, "streamed command")
 
 
 def _finish(world: World, running: RunningExec, timeout_s: float | None = None) -> StreamOutcome:
     stream = running.wait(timeout_s)
-    world.values["stream"] = stream
+    world.stream.outcome = stream
     world.outcome = stream.result
     return stream
+
+
+def _last_number(world: World) -> int:
+    """The last number the streamed `seq 1 N` prints."""
+    return world.require(world.stream.last_number, "streamed count of numbers")
 
 
 def _start(world: World, request: ExecRequest, retained_limit: int | None = None) -> RunningExec:
@@ -145,7 +148,7 @@ def _(world: World, command: str, mode: str) -> None:
 
 @when(parsers.re(r"I start streaming `(?P<command>.+)`$"))
 def _(world: World, command: str) -> None:
-    world.values["running"] = _start(world, ExecRequest(command=command))
+    world.stream.running = _start(world, ExecRequest(command=command))
 
 
 @when(parsers.parse("I stream a command that writes the numbers 1 to {last:d} to {name}, retaining at most "
@@ -153,7 +156,7 @@ def _(world: World, command: str) -> None:
 def _(world: World, last: int, name: str, limit: int) -> None:
     expect(name in ("stdout", "stderr"), f"the scenario names an unknown stream {name!r}")
     redirect = " >&2" if name == "stderr" else ""
-    world.values["last_number"] = last
+    world.stream.last_number = last
     _finish(world, _start(world, ExecRequest(command=f"seq 1 {last}{redirect}"), retained_limit=limit))
 
 
@@ -161,7 +164,7 @@ def _(world: World, last: int, name: str, limit: int) -> None:
                     "at most {limit:d} bytes"))
 def _(world: World, mib: int, limit: int) -> None:
     last = _seq_last_for(mib << 20)
-    world.values["last_number"] = last
+    world.stream.last_number = last
     request = ExecRequest(command=f"seq 1 {last}", timeout_s=LARGE_STREAM_TIMEOUT_S)
     _finish(world, _start(world, request, retained_limit=limit))
 
@@ -170,7 +173,7 @@ def _(world: World, mib: int, limit: int) -> None:
 def _(world: World) -> None:
     command = f'for i in $(seq 1 {SLOW_LINES}); do echo "slow line $i"; sleep 0.05; done'
     slow = _start(world, ExecRequest(command=command))
-    world.values["slow"] = slow
+    world.stream.slow = slow
     _wait_for_first_chunk(slow)
     expect(not slow.done(), "the slow command should still be running at this point, but it already answered")
 
@@ -180,29 +183,29 @@ def _(world: World) -> None:
     sandbox_id = world.require_sandbox().id
     fast = _start(world, ExecRequest(command="printf 'fast output'"))
     world.provider.describe(sandbox_id)
-    world.values["described_at"] = time.monotonic()
-    world.values["fast"] = fast.wait()
-    world.values["slow_outcome"] = world.values["slow"].wait()
+    world.stream.described_at = time.monotonic()
+    world.stream.fast_outcome = fast.wait()
+    world.stream.slow_outcome = world.require(world.stream.slow, "slow streamed command").wait()
 
 
 @when(parsers.re(r"I run `(?P<command>.+)` both buffered and streamed$"))
 def _(world: World, command: str) -> None:
-    world.values["buffered"] = world.run(command)
+    world.stream.buffered = world.run(command)
     _finish(world, _start(world, ExecRequest(command=command)))
 
 
 @when("I cancel it once it has started")
 def _(world: World) -> None:
-    running: RunningExec = world.values["running"]
+    running = world.require(world.stream.running, "started stream")
     _wait_for_first_chunk(running)
-    world.values["cancelled_at"] = time.monotonic()
+    world.stream.cancelled_at = time.monotonic()
     streams = world.streams("cancel an exec")
     attempt(lambda: streams.cancel_exec(running.exec_id)).expect_success("cancelling a running exec")
 
 
 @when(parsers.parse("while it runs I cancel an exec id that is {which}"))
 def _(world: World, which: str) -> None:
-    running: RunningExec = world.values["running"]
+    running = world.require(world.stream.running, "started stream")
     if which == "unknown":
         exec_id = world.token("conformance-never-started")
     elif which == "finished":
@@ -214,7 +217,7 @@ def _(world: World, which: str) -> None:
     _wait_for_first_chunk(running)
     streams = world.streams("cancel an exec")
     world.last = attempt(lambda: streams.cancel_exec(exec_id))
-    world.values["cancelled_id"] = exec_id
+    world.stream.cancelled_exec_id = exec_id
 
 
 # -- order and tagging ----------------------------------------------------------------------------
@@ -322,7 +325,7 @@ def _(world: World, name: str) -> None:
     stream = _stream(world)
     _ran(stream)
     tag = _carrier(stream, name)
-    last = world.values["last_number"]
+    last = _last_number(world)
     difference = _first_difference((c.data for c in _in_time(stream) if c.stream == tag), _seq_blocks(last))
     if difference is not None:
         offset, received, got, wanted = difference
@@ -341,7 +344,7 @@ def _(world: World, name: str, retained: int) -> None:
     capture = stream.stdout_capture if tag == "stdout" else stream.stderr_capture
     expect(capture is not None, f"the result carries no {tag} capture statistics")
     assert capture is not None
-    total = _seq_size(world.values["last_number"])
+    total = _seq_size(_last_number(world))
     expected = (total, retained, total - retained, False)
     got = (capture.observed_bytes, capture.retained_bytes, capture.omitted_bytes, capture.truncated)
     expect(got == expected,
@@ -355,7 +358,7 @@ def _(world: World, head: int, tail: int, name: str) -> None:
     stream = _stream(world)
     _ran(stream)
     tag = _carrier(stream, name)
-    written = b"".join(_seq_blocks(world.values["last_number"]))
+    written = b"".join(_seq_blocks(_last_number(world)))
     expected = written[:head] + written[-tail:]
     kept = _result_bytes(stream, tag)
     if kept != expected:
@@ -380,8 +383,8 @@ def _(world: World, name: str) -> None:
 
 @then("the fast command and the describe both finished at least half a second before the slow command")
 def _(world: World) -> None:
-    slow: StreamOutcome = world.values["slow_outcome"]
-    fast: StreamOutcome = world.values["fast"]
+    slow = world.require(world.stream.slow_outcome, "answer of the slow streamed command")
+    fast = world.require(world.stream.fast_outcome, "answer of the fast streamed command")
     _ran(slow)
     _ran(fast)
     expect(slow.answered_at is not None and fast.answered_at is not None, "a stream has no response time")
@@ -391,7 +394,7 @@ def _(world: World) -> None:
            f"the fast command started while the slow one was running and should not wait for it: expected "
            f"its answer at least {margin}s before the slow command's, it came "
            f"{slow.answered_at - fast.answered_at:+.2f}s before it (negative: after)")
-    described = world.values["described_at"]
+    described = world.require(world.stream.described_at, "describe sent while the slow command ran")
     expect(described <= slow.answered_at - margin,
            f"a streaming command must not hold up other requests: expected the describe answer at least "
            f"{margin}s before the slow command's, it came {slow.answered_at - described:+.2f}s before it "
@@ -400,7 +403,7 @@ def _(world: World) -> None:
 
 @then("the fast command's chunks carry exactly its own output")
 def _(world: World) -> None:
-    fast: StreamOutcome = world.values["fast"]
+    fast = world.require(world.stream.fast_outcome, "answer of the fast streamed command")
     _ran(fast)
     got = _streamed(fast)
     expect(got == b"fast output",
@@ -410,7 +413,7 @@ def _(world: World) -> None:
 
 @then("the slow command's chunks carry all of its lines, in order")
 def _(world: World) -> None:
-    slow: StreamOutcome = world.values["slow_outcome"]
+    slow = world.require(world.stream.slow_outcome, "answer of the slow streamed command")
     _ran(slow)
     expected = "".join(f"slow line {i}\n" for i in range(1, SLOW_LINES + 1)).encode("ascii")
     got = _streamed(slow, "stdout")
@@ -424,7 +427,7 @@ def _(world: World) -> None:
 
 @then("both runs printed the same, and it names a Bash version")
 def _(world: World) -> None:
-    buffered = world.values["buffered"]
+    buffered = world.require(world.stream.buffered, "buffered run of the command")
     stream = _stream(world)
     expect(buffered.outcome == "ran", f"the buffered command should have run: {buffered.error}")
     _ran(stream)
@@ -456,8 +459,8 @@ def _(world: World, count: int) -> None:
 @then(parsers.parse("the stream answered a normal result with termination cancelled, at most {bound:d} seconds "
                     "after the cancel"))
 def _(world: World, bound: int) -> None:
-    running: RunningExec = world.values["running"]
-    deadline = world.values["cancelled_at"] + bound
+    running = world.require(world.stream.running, "started stream")
+    deadline = world.require(world.stream.cancelled_at, "cancel of the running stream") + bound
     while not running.done() and time.monotonic() < deadline:
         time.sleep(0.02)
     # Not waiting on the call itself: a provider that ignores the cancel keeps the call open, and the
@@ -473,12 +476,13 @@ def _(world: World, bound: int) -> None:
 
 @then("the exec cancel succeeds")
 def _(world: World) -> None:
-    world.last.expect_success(f"cancelling exec id {world.values['cancelled_id']!r}")
+    exec_id = world.require(world.stream.cancelled_exec_id, "cancel of an exec id")
+    world.last.expect_success(f"cancelling exec id {exec_id!r}")
 
 
 @then(parsers.parse('the running stream still ends normally, having streamed "{text}"'))
 def _(world: World, text: str) -> None:
-    stream = _finish(world, world.values["running"])
+    stream = _finish(world, world.require(world.stream.running, "started stream"))
     _ran(stream)
     expect(stream.result.termination == "exited",
            f"cancelling another exec id must leave this command alone; it ended with {stream.result.describe()}")

@@ -79,12 +79,11 @@ def _(world: World) -> None:
     while (message := raw.next_message(0.25)) is not None:
         messages.append(message)
     expect(bool(messages), "the provider wrote nothing on stdout during the whole session")
-    world.values["session_messages"] = messages
+    world.wire_probe.session_messages = messages
 
 
 def _session_messages(world: World) -> list[Any]:
-    expect("session_messages" in world.values, "no representative session has run in this scenario")
-    return world.values["session_messages"]
+    return world.require(world.wire_probe.session_messages, "representative session")
 
 
 @then("every line the provider wrote on stdout was a single JSON object")
@@ -150,12 +149,11 @@ def _(world: World) -> None:
 
 @given("a sandbox created through that provider")
 def _(world: World) -> None:
-    world.values["fresh_sandbox"] = fresh_provider(world).create(SandboxRequest())
+    world.common.fresh_sandbox = fresh_provider(world).create(SandboxRequest())
 
 
 def _fresh_sandbox_id(world: World) -> str:
-    expect("fresh_sandbox" in world.values, "no sandbox was created through the freshly started provider")
-    return world.values["fresh_sandbox"].id
+    return world.require(world.common.fresh_sandbox, "sandbox created through the freshly started provider").id
 
 
 @when("the host sends blank and whitespace-only lines followed by a request")
@@ -163,8 +161,8 @@ def _(world: World) -> None:
     marker = RAW_ID_BASE + 1
     wire = raw_channel(world)
     frame = b"\n   \n\t \t\n\n" + request_line(wire, marker, *_initialize(wire))
-    world.values["marker"] = marker
-    world.values["exchange"] = exchange(wire, frame, answered(marker))
+    world.wire_probe.marker_request_id = marker
+    world.wire_probe.exchange = exchange(wire, frame, answered(marker))
 
 
 @when("the host sends notifications followed by a request")
@@ -178,14 +176,14 @@ def _(world: World) -> None:
         notification_line(wire, "conformance/no-such-notification", {}),
         request_line(wire, marker, *_initialize(wire)),
     ])
-    world.values["marker"] = marker
-    world.values["exchange"] = exchange(wire, frame, answered(marker))
+    world.wire_probe.marker_request_id = marker
+    world.wire_probe.exchange = exchange(wire, frame, answered(marker))
 
 
 @then("the provider answered that request and nothing else")
 def _(world: World) -> None:
-    marker = world.values["marker"]
-    messages = [m for m in world.values["exchange"] if is_answer(m)]
+    marker = world.require(world.wire_probe.marker_request_id, "request sent after the lines under test")
+    messages = [m for m in _exchange(world) if is_answer(m)]
     mine = [m for m in messages if isinstance(m, dict) and m.get("id") == marker]
     others = [m for m in messages if not (isinstance(m, dict) and m.get("id") == marker)]
     expect(not others, f"the provider answered something it must skip silently: {first(others)}")
@@ -205,13 +203,22 @@ def _(world: World, count: int) -> None:
         else:
             requests[RAW_ID_BASE + 100 + index] = _describe(wire, sandbox_id)
     frame = b"\n".join(request_line(wire, request_id, *request) for request_id, request in requests.items())
-    world.values["requests"] = requests
-    world.values["exchange"] = exchange(wire, frame, answers_counted(count), quiet_s=0.2)
+    world.wire_probe.requests = requests
+    world.wire_probe.exchange = exchange(wire, frame, answers_counted(count), quiet_s=0.2)
+
+
+def _exchange(world: World) -> list[Any]:
+    """Every message received after the host's last raw frame."""
+    return world.require(world.wire_probe.exchange, "raw exchange with the provider")
+
+
+def _requests(world: World) -> dict[int, tuple[str, Any]]:
+    return world.require(world.wire_probe.requests, "requests sent in a single write")
 
 
 def _answers_by_id(world: World) -> dict[Any, list[dict[str, Any]]]:
     by_id: dict[Any, list[dict[str, Any]]] = {}
-    for message in world.values["exchange"]:
+    for message in _exchange(world):
         if isinstance(message, dict) and "id" in message and "method" not in message:
             by_id.setdefault(message["id"], []).append(message)
     return by_id
@@ -219,7 +226,7 @@ def _answers_by_id(world: World) -> dict[Any, list[dict[str, Any]]]:
 
 @then("every one of those requests was answered exactly once, under its own id")
 def _(world: World) -> None:
-    requests: dict[int, tuple[str, Any]] = world.values["requests"]
+    requests = _requests(world)
     by_id = _answers_by_id(world)
     missing = sorted(request_id for request_id in requests if request_id not in by_id)
     twice = sorted(request_id for request_id in requests if len(by_id.get(request_id, [])) > 1)
@@ -233,7 +240,7 @@ def _(world: World) -> None:
 
 @then("each answer fits its own request")
 def _(world: World) -> None:
-    requests: dict[int, tuple[str, Any]] = world.values["requests"]
+    requests = _requests(world)
     sandbox_id = _fresh_sandbox_id(world)
     protocol_version = fresh_provider(world).identity.protocol_version
     vocabulary = raw_channel(world).vocabulary
@@ -268,7 +275,7 @@ def _(world: World) -> None:
     large_ids = _large_ids(wire)
     frame = b"\n".join(request_line(wire, request_id, method, params)
                        for request_id, (method, params, _form) in large_ids.items())
-    world.values["exchange"] = exchange(wire, frame, answers_counted(len(large_ids)), quiet_s=0.2)
+    world.wire_probe.exchange = exchange(wire, frame, answers_counted(len(large_ids)), quiet_s=0.2)
 
 
 @then("each of those requests was answered under exactly its own id")
@@ -286,7 +293,7 @@ def _(world: World) -> None:
 
 @then("each of those answers declares JSON-RPC version 2.0")
 def _(world: World) -> None:
-    answers = [m for m in world.values["exchange"] if is_answer(m)]
+    answers = [m for m in _exchange(world) if is_answer(m)]
     expect(bool(answers), "no answers arrived")
     version = raw_channel(world).vocabulary.jsonrpc
     bad = [m for m in answers if not isinstance(m, dict) or m.get("jsonrpc") != version]
@@ -302,18 +309,18 @@ def _(world: World) -> None:
     wire = raw_channel(world)
     batch = b"[" + request_line(wire, BATCH_IDS[0], *_initialize(wire)) + b"," \
         + request_line(wire, BATCH_IDS[1], *_describe(wire, NEVER_ISSUED_ID)) + b"]"
-    world.values["marker"] = marker
+    world.wire_probe.marker_request_id = marker
     frame = batch + b"\n" + request_line(wire, marker, *_initialize(wire))
-    world.values["exchange"] = exchange(wire, frame, answered(marker))
+    world.wire_probe.exchange = exchange(wire, frame, answered(marker))
 
 
 @then("the batch was refused with a single error object, not an array")
 def _(world: World) -> None:
-    messages = world.values["exchange"]
+    messages = _exchange(world)
     arrays = [m for m in messages if isinstance(m, list)]
     expect(not arrays, "the provider wrote a JSON array; batches are not part of the protocol: "
                        f"{first(arrays)}")
-    marker = world.values["marker"]
+    marker = world.require(world.wire_probe.marker_request_id, "request sent after the batch")
     expect(answered(marker)(messages), f"the request sent after the batch (id {marker}) got no answer")
     refusals = [m for m in messages if is_answer(m) and not (isinstance(m, dict) and m.get("id") == marker)]
     expect(len(refusals) == 1, "the batch should be refused with exactly one error object; the provider sent "
@@ -324,7 +331,7 @@ def _(world: World) -> None:
 
 @then("neither request inside the batch was answered on its own")
 def _(world: World) -> None:
-    inside = [m for m in world.values["exchange"] if isinstance(m, dict) and m.get("id") in BATCH_IDS]
+    inside = [m for m in _exchange(world) if isinstance(m, dict) and m.get("id") in BATCH_IDS]
     expect(not inside, "a request inside the batch was answered as if it had been sent alone: "
                        f"{first(inside)}")
 
@@ -339,7 +346,7 @@ def _(world: World) -> None:
     sandbox = world.require_sandbox()
     running = world.streams("streaming exec").start_exec(
         sandbox.id, ExecRequest(command="printf 'started\\n'; sleep 3; printf 'finished\\n'", timeout_s=30.0))
-    world.values["running"] = running
+    world.wire_probe.long_command = running
     # A provider that streams live shows the command has started; one that does not is given a moment.
     deadline = time.monotonic() + FIRST_CHUNK_WAIT_S
     while not running.chunks_so_far() and not running.done() and time.monotonic() < deadline:
@@ -349,11 +356,11 @@ def _(world: World) -> None:
 @when("I describe the sandbox while that command is still running")
 def _(world: World) -> None:
     sandbox = world.require_sandbox()
-    running = world.values["running"]
+    running = world.require(world.wire_probe.long_command, "3-second streamed command")
     expect(not running.done(), "the 3-second streamed command was answered before the describe could be sent")
     world.last = attempt(lambda: world.provider.describe(sandbox.id))
-    world.values["described_at"] = time.monotonic()
-    world.values["still_running"] = not running.done()
+    world.wire_probe.described_at = time.monotonic()
+    world.wire_probe.still_running = not running.done()
 
 
 @then("the description came back while the command was still running, at least a second before the "
@@ -361,10 +368,11 @@ def _(world: World) -> None:
 def _(world: World) -> None:
     status = world.last.expect_success("describe while a streamed command runs")
     expect(status.id == world.require_sandbox().id, f"describe answered a status for {status.id!r}")
-    outcome = world.values["running"].wait()
+    outcome = world.require(world.wire_probe.long_command, "3-second streamed command").wait()
     expect(outcome.result.outcome == "ran", f"the streamed command should run: {outcome.result.describe()}")
-    gap = (outcome.answered_at or 0.0) - world.values["described_at"]
-    expect(world.values["still_running"] and gap >= 1.0,
+    described_at = world.require(world.wire_probe.described_at, "describe sent while the command ran")
+    gap = (outcome.answered_at or 0.0) - described_at
+    expect(world.require(world.wire_probe.still_running, "describe sent while the command ran") and gap >= 1.0,
            "the describe should be answered while the 3-second command still runs, well before the command's "
            f"answer; it came back {abs(gap):.2f}s {'before' if gap >= 0 else 'after'} that answer (a quick "
            "request must not wait for a slow one)")
