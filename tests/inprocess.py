@@ -79,12 +79,17 @@ def run_suite(provider: ProviderConfig, report_dir: Path, *, scenarios: tuple[st
 
 
 @contextlib.contextmanager
-def rest_server(token: str, app_class=None) -> Iterator[str]:
-    """The reference REST server (or a mutant ``app_class``) on a thread on a free loopback port; its URL."""
+def rest_server(token: str, app_class=None, log: list[str] | None = None) -> Iterator[str]:
+    """The reference REST server (or a mutant ``app_class``) on a thread on a free loopback port; its URL.
+
+    With ``log``, the server's log lines (what a server process prints on stderr) are appended to it
+    instead; without, they go to this process's stderr as they would."""
     from conformance.reference import rest_server as server_module
 
     cls = app_class or server_module.ForkdApp
     app = cls(token)
+    if log is not None:
+        app.log = log.append
     server = server_module.build_server(app, "127.0.0.1", 0)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
