@@ -326,31 +326,30 @@ def test_a_token_variable_that_is_not_set_is_a_one_line_usage_error() -> None:
 
 def test_the_reference_server_wants_the_token_everywhere_but_health_and_never_logs_it() -> None:
     token, lines = _token(), []
-    with inprocess.rest_server(token, log=lines) as url:
-        with httpx.Client(base_url=url, timeout=10) as client:
-            assert client.get("/healthz").json() == {"ok": True}
-            refused = client.post("/v1/sandboxes", json={})
-            assert (refused.status_code, refused.json()) == (401, {"error": "unauthorized"})
-            wrong = client.get("/v1/sandboxes", headers={"Authorization": "Bearer not-the-token"})
-            assert wrong.status_code == 401
-            auth = {"Authorization": f"Bearer {token}"}
-            assert client.get("/v1/sandboxes", headers=auth).json() == []
-            created = client.post("/v1/sandboxes", json={}, headers=auth)
-            assert created.status_code == 201 and created.json()[0]["memory_limit_mib"] is None
-            sandbox = created.json()[0]["id"]
-            ran = client.post(f"/v1/sandboxes/{sandbox}/exec", headers=auth, json={"args": ["sh", "-c", "echo hi; exit 4"]})
-            assert ran.json() == {"stdout": "hi\n", "stderr": "", "exit_code": 4}
-            assert client.post(f"/v1/sandboxes/{sandbox}/exec", headers=auth, json={"args": []}).status_code == 400
-            late = client.post(f"/v1/sandboxes/{sandbox}/exec", headers=auth, json={"args": ["sleep", "5"], "timeout_secs": 1})
-            assert late.status_code == 408 and "requested timeout_secs=1" in late.json()["error"]
-            sized = client.post("/v1/sandboxes", headers=auth, json={"memory_limit_mib": 256})
-            assert sized.status_code == 400 and "memory_limit_mib" in sized.json()["error"]
-            tagged = client.post("/v1/sandboxes", headers=auth, json={"snapshot_tag": "nope"})
-            assert (tagged.status_code, tagged.json()) == (404, {"error": "snapshot nope not found"})
-            assert client.delete(f"/v1/sandboxes/{sandbox}", headers=auth).status_code == 204
-            assert client.delete(f"/v1/sandboxes/{sandbox}", headers=auth).status_code == 404
-            gone = client.post(f"/v1/sandboxes/{sandbox}/exec", headers=auth, json={"args": ["true"]})
-            assert gone.status_code == 404
+    with inprocess.rest_server(token, log=lines) as url, httpx.Client(base_url=url, timeout=10) as client:
+        assert client.get("/healthz").json() == {"ok": True}
+        refused = client.post("/v1/sandboxes", json={})
+        assert (refused.status_code, refused.json()) == (401, {"error": "unauthorized"})
+        wrong = client.get("/v1/sandboxes", headers={"Authorization": "Bearer not-the-token"})
+        assert wrong.status_code == 401
+        auth = {"Authorization": f"Bearer {token}"}
+        assert client.get("/v1/sandboxes", headers=auth).json() == []
+        created = client.post("/v1/sandboxes", json={}, headers=auth)
+        assert created.status_code == 201 and created.json()[0]["memory_limit_mib"] is None
+        sandbox = created.json()[0]["id"]
+        ran = client.post(f"/v1/sandboxes/{sandbox}/exec", headers=auth, json={"args": ["sh", "-c", "echo hi; exit 4"]})
+        assert ran.json() == {"stdout": "hi\n", "stderr": "", "exit_code": 4}
+        assert client.post(f"/v1/sandboxes/{sandbox}/exec", headers=auth, json={"args": []}).status_code == 400
+        late = client.post(f"/v1/sandboxes/{sandbox}/exec", headers=auth, json={"args": ["sleep", "5"], "timeout_secs": 1})
+        assert late.status_code == 408 and "requested timeout_secs=1" in late.json()["error"]
+        sized = client.post("/v1/sandboxes", headers=auth, json={"memory_limit_mib": 256})
+        assert sized.status_code == 400 and "memory_limit_mib" in sized.json()["error"]
+        tagged = client.post("/v1/sandboxes", headers=auth, json={"snapshot_tag": "nope"})
+        assert (tagged.status_code, tagged.json()) == (404, {"error": "snapshot nope not found"})
+        assert client.delete(f"/v1/sandboxes/{sandbox}", headers=auth).status_code == 204
+        assert client.delete(f"/v1/sandboxes/{sandbox}", headers=auth).status_code == 404
+        gone = client.post(f"/v1/sandboxes/{sandbox}/exec", headers=auth, json={"args": ["true"]})
+        assert gone.status_code == 404
     log = "\n".join(lines)  # the server's log: one line per request
     assert "POST /v1/sandboxes 401" in log and "GET /healthz 200" in log
     assert token not in log
