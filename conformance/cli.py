@@ -124,18 +124,19 @@ def _run_on_provider(config: RunConfig) -> int:
     from conformance import runner
 
     if config.provider.image is None:
-        return _report(runner.run(config, runner.preflight(config)))
+        return report(runner.run(config, runner.preflight(config)))
     from conformance import containers
 
     profile = config.provider.rest_profile()
     with containers.running(config.provider.image, profile, config.run_id) as provider:
         config = config.with_provider(rest_url=provider.url)
         config.provider.validate()
-        return _report(runner.run(config, runner.preflight(config)))
+        return report(runner.run(config, runner.preflight(config)))
 
 
-def _report(outcome) -> int:
-    """The exit code; why the run failed, one line each on stderr, for logs that only keep stderr."""
+def report(outcome) -> int:
+    """The exit code; why the run failed, one line each on stderr, for logs that only keep stderr (the
+    suite's own in-process runs print the same lines through it)."""
     if outcome.note:
         print(f"{PROG}: {outcome.note}", file=sys.stderr)
     elif outcome.exit_code == EXIT_FAILED and outcome.document is not None:

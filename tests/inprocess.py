@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import threading
+import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from conformance import runner
+from conformance import cli, runner
 from conformance.config import RunConfig, Selection
 from conformance.engine import Document
 from conformance.providers import ProviderConfig
@@ -34,6 +36,12 @@ class InProcessRun:
     exit_code: int
     document: Document
     output: str  # what the run printed (the terminal summary)
+    stderr: str  # what it wrote on stderr, with the CLI's ``FAIL: reason`` lines (``cli.report``)
+    report_dir: Path  # where results.json and junit.xml were written
+
+    @property
+    def stdout(self) -> str:
+        return self.output
 
     @property
     def results(self) -> dict:
@@ -47,27 +55,41 @@ class InProcessRun:
 
 
 def run_suite(provider: ProviderConfig, report_dir: Path, *, scenarios: tuple[str, ...] = (),
-              features: tuple[str, ...] = (), tags: str | None = None, strict: bool = False, seed: int = 42,
-              expected_failures: str | None = None, update_baseline: str | None = None,
-              repeat: int = 1) -> InProcessRun:
-    """Run the selection against ``provider`` and return what the CLI would have written and printed."""
-    config = RunConfig(provider=provider, selection=Selection(scenarios=scenarios, features=features, tags=tags),
-                       report_dir=str(report_dir), seed=seed, strict=strict, expected_failures=expected_failures,
-                       update_baseline=update_baseline, repeat=repeat)
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
+              features: tuple[str, ...] = (), tags: str | None = None, keyword: str | None = None,
+              strict: bool = False, seed: int | None = 42, expected_failures: str | None = None,
+              update_baseline: str | None = None, repeat: int = 1) -> InProcessRun:
+    """Run the selection against ``provider`` and return what the CLI would have written and printed.
+
+    ``seed=None`` draws a seed as the CLI does without ``--seed``, and a provider without a run id gets a
+    fresh one, as the CLI gives it without ``--run-id``. The exit code is the CLI's (0 or 1);
+    a usage problem raises ``UsageError`` where the CLI would exit 2."""
+    if seed is None:
+        seed = int.from_bytes(os.urandom(4), "big")
+    if provider.run_id == ProviderConfig.run_id:  # no run id given: a fresh one, as the CLI draws
+        provider = replace(provider, run_id=f"run-{uuid.uuid4().hex[:12]}")
+    selection = Selection(scenarios=scenarios, features=features, tags=tags, keyword=keyword)
+    config = RunConfig(provider=provider, selection=selection, report_dir=str(report_dir), seed=seed, strict=strict,
+                       expected_failures=expected_failures, update_baseline=update_baseline, repeat=repeat)
+    printed, written = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(written):
         outcome = runner.run(config)
+        exit_code = cli.report(outcome)
     assert outcome.document is not None, f"the run wrote no document (exit {outcome.exit_code}): {outcome.note}"
-    return InProcessRun(outcome.exit_code, outcome.document, printed.getvalue())
+    return InProcessRun(exit_code, outcome.document, printed.getvalue(), written.getvalue(), Path(report_dir))
 
 
 @contextlib.contextmanager
-def rest_server(token: str, app_class=None) -> Iterator[str]:
-    """The reference REST server (or a mutant ``app_class``) on a thread on a free loopback port; its URL."""
+def rest_server(token: str, app_class=None, log: list[str] | None = None) -> Iterator[str]:
+    """The reference REST server (or a mutant ``app_class``) on a thread on a free loopback port; its URL.
+
+    With ``log``, the server's log lines (what a server process prints on stderr) are appended to it
+    instead; without, they go to this process's stderr as they would."""
     from conformance.reference import rest_server as server_module
 
     cls = app_class or server_module.ForkdApp
     app = cls(token)
+    if log is not None:
+        app.log = log.append
     server = server_module.build_server(app, "127.0.0.1", 0)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()

@@ -6,6 +6,10 @@ The proof does not trust results.json: the reference plugin keeps its sandboxes 
 directory (``SANDBOX_CONFORMANCE_HOST_REGISTRY``) that outlives every plugin process, and each test
 counts the records there that carry its run's label. A record whose state is not ``deleted`` is a
 sandbox still alive.
+
+A green run, a failing run and an unanswered call run in this process (``tests/inprocess.py``); a plugin
+process that dies, freezes or refuses restarts, Ctrl-C and SIGTERM, and the ``sweep`` command run the CLI
+as a process.
 """
 
 from __future__ import annotations
@@ -25,9 +29,9 @@ from typing import Any
 import pytest
 
 from conformance.adapter import SandboxRequest
-from conformance.providers import ProviderConfig, open_provider
+from conformance.providers import open_provider
+from tests import inprocess
 from tests.helpers import REPO, SuiteRun, mutant_command, plugin_command, run_cli
-from tests.test_rest import rest_server
 
 REGISTRY_ENV = "SANDBOX_CONFORMANCE_HOST_REGISTRY"
 RUN_LABEL = "sandbox-conformance.run"
@@ -55,13 +59,24 @@ def live(registry: Path, run_id: str) -> list[str]:
     return sorted(r["id"] for r in records(registry, run_id) if r["state"] != "deleted")
 
 
-def run_suite(tmp_path: Path, run_id: str, *args: str, mutant: str | None = None) -> SuiteRun:
+def run_in_process(tmp_path: Path, run_id: str, mutant: str | None = None, call_timeout_s: float = 30.0,
+                   **selection: Any) -> inprocess.InProcessRun:
+    """The suite in this process against the reference plugin (or ``mutant``) served on a thread, with
+    the registry and the run id the CLI runs below get through ``--env`` and ``--run-id``."""
+    provider = inprocess.plugin(mutant=mutant, env={REGISTRY_ENV: str(tmp_path / "registry")}, run_id=run_id,
+                                call_timeout_s=call_timeout_s)
+    return inprocess.run_suite(provider, tmp_path / "reports", **selection)
+
+
+def run_cli_suite(tmp_path: Path, run_id: str, *args: str, mutant: str | None = None) -> SuiteRun:
+    """``sandbox-conformance run`` as a process, its plugin (or ``mutant``) a process too."""
     plugin = mutant_command(mutant) if mutant else plugin_command()
     return run_cli("run", "--plugin", plugin, "--env", f"{REGISTRY_ENV}={tmp_path / 'registry'}",
                    "--run-id", run_id, *args, report_dir=tmp_path / "reports", timeout=300)
 
 
-def assert_nothing_leaked(run: SuiteRun, registry: Path, run_id: str, swept: int = 0) -> dict[str, Any]:
+def assert_nothing_leaked(run: SuiteRun | inprocess.InProcessRun, registry: Path, run_id: str,
+                          swept: int = 0) -> dict[str, Any]:
     """No sandbox of the run is alive, results.json reports no leak, and every sandbox the registry
     holds for the run is counted: created by a scenario, or (``swept``) found by the run label only."""
     created = records(registry, run_id)
@@ -84,7 +99,7 @@ def run_id() -> str:
 
 
 def test_a_green_run_deletes_every_sandbox(tmp_path: Path, run_id: str) -> None:
-    run = run_suite(tmp_path, run_id, "--feature", "exec.feature", "--feature", "delete.feature")
+    run = run_in_process(tmp_path, run_id, features=("exec.feature", "delete.feature"))
     assert run.exit_code == 0, run.stdout[-3000:] + run.stderr[-2000:]
     accounts = assert_nothing_leaked(run, tmp_path / "registry", run_id)
     assert accounts["deleted"] == accounts["created"]
@@ -92,20 +107,13 @@ def test_a_green_run_deletes_every_sandbox(tmp_path: Path, run_id: str) -> None:
 
 def test_a_run_with_failures_deletes_every_sandbox(tmp_path: Path, run_id: str) -> None:
     # A scenario whose assertion fails while its sandbox is alive, among scenarios that pass.
-    run = run_suite(tmp_path, run_id, "--scenario", "exec-bash-contract", "--scenario", "exec-env",
-                    mutant="exec-login-shell")
+    run = run_in_process(tmp_path, run_id, scenarios=("exec-bash-contract", "exec-env"), mutant="exec-login-shell")
     assert run.exit_code == 1, run.stdout[-3000:] + run.stderr[-2000:]
     assert run.with_outcome("failed") == {"exec-bash-contract[not-a-login-shell]"}, run.outcomes()
     assert_nothing_leaked(run, tmp_path / "registry", run_id)
 
 
-@pytest.mark.parametrize("mutant", ["timed-out-exec-never-answered", "timed-out-exec-freezes-plugin"])
-def test_a_call_that_never_gets_an_answer_leaks_nothing(tmp_path: Path, run_id: str, mutant: str) -> None:
-    # The exec of exec-timeout is never answered; the frozen plugin does not even read the delete that
-    # follows, so the suite ends it and deletes through a restarted plugin, which then serves the next
-    # scenario as if nothing had happened.
-    run = run_suite(tmp_path, run_id, "--scenario", "exec-timeout", "--scenario", "exec-relative-working-dir",
-                    "--call-timeout", SHORT_CALL_TIMEOUT, mutant=mutant)
+def _assert_unanswered_call_cleaned_up(run: SuiteRun | inprocess.InProcessRun, tmp_path: Path, run_id: str) -> None:
     assert run.exit_code == 1, run.stdout[-3000:] + run.stderr[-2000:]
     assert run.outcomes()["exec-timeout"] == "failed"
     assert "got no answer" in next(s["message"] for s in run.results["scenarios"] if s["id"] == "exec-timeout")
@@ -113,10 +121,32 @@ def test_a_call_that_never_gets_an_answer_leaks_nothing(tmp_path: Path, run_id: 
     assert_nothing_leaked(run, tmp_path / "registry", run_id)
 
 
+UNANSWERED = ("exec-timeout", "exec-relative-working-dir")
+
+
+def test_a_call_that_never_gets_an_answer_leaks_nothing(tmp_path: Path, run_id: str) -> None:
+    # The exec of exec-timeout is never answered; the delete that follows is, and the next scenario runs
+    # as if nothing had happened.
+    run = run_in_process(tmp_path, run_id, scenarios=UNANSWERED, call_timeout_s=float(SHORT_CALL_TIMEOUT),
+                         mutant="timed-out-exec-never-answered")
+    _assert_unanswered_call_cleaned_up(run, tmp_path, run_id)
+
+
+def test_a_frozen_plugin_is_ended_and_leaks_nothing(tmp_path: Path, run_id: str) -> None:
+    """Subprocess: the suite kills a frozen plugin process and restarts it."""
+    # The exec of exec-timeout is never answered and the frozen plugin does not even read the delete that
+    # follows, so the suite ends it and deletes through a restarted plugin, which then serves the next
+    # scenario as if nothing had happened.
+    run = run_cli_suite(tmp_path, run_id, "--scenario", "exec-timeout", "--scenario", "exec-relative-working-dir",
+                        "--call-timeout", SHORT_CALL_TIMEOUT, mutant="timed-out-exec-freezes-plugin")
+    _assert_unanswered_call_cleaned_up(run, tmp_path, run_id)
+
+
 def test_a_plugin_that_dies_mid_scenario_leaks_nothing(tmp_path: Path, run_id: str) -> None:
+    """Subprocess: a plugin process that exits mid-scenario."""
     # The plugin exits while exec-foreign-signal's sandbox is alive; a restarted plugin deletes it.
-    run = run_suite(tmp_path, run_id, "--scenario", "exec-env", "--scenario", "exec-foreign-signal",
-                    "--scenario", "exec-relative-working-dir", mutant="signalled-exec-crashes-plugin")
+    run = run_cli_suite(tmp_path, run_id, "--scenario", "exec-env", "--scenario", "exec-foreign-signal",
+                        "--scenario", "exec-relative-working-dir", mutant="signalled-exec-crashes-plugin")
     assert run.exit_code == 1, run.stdout[-3000:] + run.stderr[-2000:]
     assert run.with_outcome("failed") == {"exec-foreign-signal"}, run.outcomes()
     assert run.with_outcome("passed") == {"exec-env", "exec-relative-working-dir"}, run.outcomes()
@@ -124,9 +154,10 @@ def test_a_plugin_that_dies_mid_scenario_leaks_nothing(tmp_path: Path, run_id: s
 
 
 def test_a_plugin_that_dies_before_answering_a_create_leaks_nothing(tmp_path: Path, run_id: str) -> None:
+    """Subprocess: a plugin process that exits before it answers."""
     # The suite never learns that sandbox's id: only the sweep by run label at the end finds it.
-    run = run_suite(tmp_path, run_id, "--scenario", "create-with-name", "--scenario", "create-describe-delete",
-                    mutant="named-create-crashes-unanswered")
+    run = run_cli_suite(tmp_path, run_id, "--scenario", "create-with-name", "--scenario", "create-describe-delete",
+                        mutant="named-create-crashes-unanswered")
     assert run.exit_code == 1, run.stdout[-3000:] + run.stderr[-2000:]
     assert run.with_outcome("failed") == {"create-with-name"}, run.outcomes()
     accounts = assert_nothing_leaked(run, tmp_path / "registry", run_id, swept=1)
@@ -141,6 +172,7 @@ CLI_WITH_CTRL_C = ("import signal, sys; signal.signal(signal.SIGINT, signal.defa
 
 
 def test_a_plugin_that_dies_for_good_has_its_leak_reported_and_swept_later(tmp_path: Path, run_id: str) -> None:
+    """Subprocess: a plugin process that dies and a wrapping script that refuses restarts; the sweep command."""
     # The plugin dies mid-scenario and refuses to start again (after the one start whose handshake
     # serves the run): the suite cannot delete the sandbox, so it says so, and `sweep` removes it later.
     registry = tmp_path / "registry"
@@ -188,6 +220,7 @@ def _wait_for_a_live_sandbox(process: subprocess.Popen[str], registry: Path, run
 
 @pytest.mark.parametrize("moment", ["first-sandbox", "hung-call", "twice", "sigterm"])
 def test_ctrl_c_leaks_nothing(tmp_path: Path, run_id: str, moment: str) -> None:
+    """Subprocess: Ctrl-C and SIGTERM to the suite's process group."""
     registry = tmp_path / "registry"
     if moment in ("twice", "sigterm"):  # an impatient second Ctrl-C lands in the cleanup; a CI runner's SIGTERM
         process = _start_suite(tmp_path, run_id, "--feature", "exec.feature", "--feature", "fs.feature",
@@ -224,11 +257,13 @@ def test_ctrl_c_leaks_nothing(tmp_path: Path, run_id: str, moment: str) -> None:
 
 
 # -- sandbox-conformance sweep ------------------------------------------------------------------
+# Subprocess, all of them: the sweep command itself.
 
 
 def _create_labelled(registry: Path, run_id: str, count: int) -> list[str]:
-    """Sandboxes labelled for ``run_id``, created through the reference plugin and left alive."""
-    config = ProviderConfig(plugin=plugin_command(), env={REGISTRY_ENV: str(registry)}, run_id=run_id)
+    """Sandboxes labelled for ``run_id``, created through the reference plugin (served in this process)
+    and left alive."""
+    config = inprocess.plugin(env={REGISTRY_ENV: str(registry)}, run_id=run_id)
     adapter = open_provider(config)
     try:
         return [adapter.create(SandboxRequest()).id for _ in range(count)]
@@ -310,9 +345,10 @@ def test_sweep_bad_input_is_one_line_and_exit_2(args: list[str], says: str) -> N
     assert len(lines) == 1 and lines[0].startswith("sandbox-conformance: error: ") and says in lines[0], lines
 
 
-def test_sweep_refuses_a_rest_provider_that_cannot_list_by_label(tmp_path: Path) -> None:
-    with rest_server(tmp_path) as server:
-        result = run_cli("sweep", "--run-id", "r", "--rest", server.url, env=server.env(), timeout=60)
+def test_sweep_refuses_a_rest_provider_that_cannot_list_by_label() -> None:
+    token = f"sweep-token-{uuid.uuid4().hex}"
+    with inprocess.rest_server(token) as url:  # the server on a thread; the sweep command a process
+        result = run_cli("sweep", "--run-id", "r", "--rest", url, env={**os.environ, "FORKD_TOKEN": token}, timeout=60)
     assert result.exit_code == 2, result.stdout + result.stderr
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and "cannot be swept" in lines[0] and "labels" in lines[0], lines

@@ -1,5 +1,6 @@
 """One adapter, several dialects: detection, the sketch's one-sandbox-per-process mode, and the gap
-section each dialect earns."""
+section each dialect earns. Every provider here is served in this process (``tests/inprocess.py``): no
+test in this file is about a real process."""
 
 from __future__ import annotations
 
@@ -7,20 +8,21 @@ import pytest
 
 from conformance.adapter import ExecRequest, SandboxRequest
 from conformance.errors import ApplicationErrorAnswer
-from conformance.providers import ProviderConfig, open_provider
-from tests.helpers import mutant_command, plugin_command
+from conformance.providers import open_provider
+from tests import inprocess
 
 
-def _sketch(*extra: str) -> str:
-    return plugin_command("--dialect", "fabro-sketch", *extra)
+def _sketch(**fields):
+    """The sketch reference plugin, served in this process."""
+    return inprocess.plugin("--dialect", "fabro-sketch", **fields)
 
 
-@pytest.mark.parametrize(("plugin", "dialect"), [
-    (None, "sandbox-driver-v1"),
+@pytest.mark.parametrize(("provider", "dialect"), [
+    (inprocess.plugin(), "sandbox-driver-v1"),
     (_sketch(), "fabro-sketch"),
-])
-def test_auto_detection_tells_the_dialects_apart(plugin, dialect) -> None:
-    adapter = open_provider(ProviderConfig(plugin=plugin))
+], ids=["sandbox-driver-v1", "fabro-sketch"])
+def test_auto_detection_tells_the_dialects_apart(provider, dialect) -> None:
+    adapter = open_provider(provider)
     try:
         assert adapter.dialect == dialect
         assert adapter.identity.dialect == dialect
@@ -29,9 +31,11 @@ def test_auto_detection_tells_the_dialects_apart(plugin, dialect) -> None:
         adapter.close()
 
 
-@pytest.mark.parametrize(("plugin", "expected"), [(_sketch(), "one"), (mutant_command("sketch-many-sandboxes"), "many")])
-def test_the_sketch_adapter_detects_how_many_sandboxes_a_process_owns(plugin, expected) -> None:
-    adapter = open_provider(ProviderConfig(plugin=plugin))
+@pytest.mark.parametrize(("provider", "expected"), [(_sketch(), "one"),
+                                                   (inprocess.plugin(mutant="sketch-many-sandboxes"), "many")],
+                         ids=["one", "many"])
+def test_the_sketch_adapter_detects_how_many_sandboxes_a_process_owns(provider, expected) -> None:
+    adapter = open_provider(provider)
     try:
         assert adapter.sandboxes_per_process == expected
         first, second = adapter.create(SandboxRequest()), adapter.create(SandboxRequest())
@@ -47,7 +51,7 @@ def test_the_sketch_adapter_detects_how_many_sandboxes_a_process_owns(plugin, ex
 def test_a_configured_process_mode_is_used_as_given() -> None:
     """Told (wrongly) that the one-sandbox reference holds many, the adapter keeps one process, and the
     plugin refuses the second create: the configuration wins over detection."""
-    adapter = open_provider(ProviderConfig(plugin=_sketch(), sandboxes_per_process="many"))
+    adapter = open_provider(_sketch(sandboxes_per_process="many"))
     try:
         assert adapter.sandboxes_per_process == "many"
         first = adapter.create(SandboxRequest())
@@ -58,8 +62,8 @@ def test_a_configured_process_mode_is_used_as_given() -> None:
         adapter.close()
 
 
-def test_the_sketch_reference_passes_and_reports_its_gaps(suite) -> None:
-    run = suite("--plugin", _sketch())
+def test_the_sketch_reference_passes_and_reports_its_gaps(tmp_path) -> None:
+    run = inprocess.run_suite(_sketch(), tmp_path / "reports")
     assert run.exit_code == 0, run.stdout[-3000:]
     results = run.results
     assert results["provider"]["dialect"] == "fabro-sketch"
@@ -76,9 +80,9 @@ def test_the_sketch_reference_passes_and_reports_its_gaps(suite) -> None:
                for s in skipped), {s["id"]: s["message"] for s in skipped}
 
 
-def test_the_v1_reference_reports_its_gaps(suite) -> None:
-    run = suite("--feature", "gaps/snapshots.feature", "--feature", "gaps/resources.feature",
-                "--feature", "gaps/outcomes.feature")
+def test_the_v1_reference_reports_its_gaps(tmp_path) -> None:
+    run = inprocess.run_suite(inprocess.plugin(), tmp_path / "reports",
+                              features=("gaps/snapshots.feature", "gaps/resources.feature", "gaps/outcomes.feature"))
     assert run.exit_code == 0, run.stdout[-3000:]
     gaps = run.results["gaps"]
     assert gaps["GAP-1"]["status"] == "supported"
@@ -86,9 +90,9 @@ def test_the_v1_reference_reports_its_gaps(suite) -> None:
     assert gaps["GAP-3"]["status"] == "supported"
 
 
-def test_a_silently_ignored_size_is_reported_as_a_violation(suite) -> None:
-    run = suite("--plugin", mutant_command("resources-accepted-and-ignored"),
-                "--feature", "gaps/resources.feature")
+def test_a_silently_ignored_size_is_reported_as_a_violation(tmp_path) -> None:
+    run = inprocess.run_suite(inprocess.plugin(mutant="resources-accepted-and-ignored"), tmp_path / "reports",
+                              features=("gaps/resources.feature",))
     assert run.exit_code == 1
     gap = run.results["gaps"]["GAP-2"]
     assert gap["status"] == "violated"

@@ -1,5 +1,11 @@
 """REST providers: profiles, templates, the HTTP transport's retries, the REST adapter, the reference REST
-server, and the whole suite over ``--rest`` and ``--image``."""
+server, and the whole suite over ``--rest`` and ``--image``.
+
+The reference REST server (or a mutant ``ForkdApp``) runs on a thread of this process
+(``tests/inprocess.py``), and the whole suite runs against it in this process too; its log is kept in a
+list (the ``log`` seam of ``ForkdApp``, where a server process prints to stderr). The CLI (its exit 2 and one line, ``serve``), the server's own process
+refusing to start, and container images run as processes.
+"""
 
 from __future__ import annotations
 
@@ -10,8 +16,6 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,8 +33,11 @@ from conformance.errors import (
     SchemaViolation,
     UsageError,
 )
+from conformance.providers import ProviderConfig
 from conformance.transports.http import Credentials, HttpTransport, RetryPolicy
-from tests.helpers import REPO, SuiteRun, launch_argv, run_cli
+from tests import inprocess
+from tests.helpers import REPO, SuiteRun, run_cli
+from tests.mutants import REGISTRY
 
 TOKEN_ENV = "FORKD_TOKEN"  # what the built-in forkd profile reads
 ONE_LINE = "sandbox-conformance: error: "
@@ -41,50 +48,13 @@ ACCEPTED_SKIPS = ("capability ", "applies to dialect", "the rest dialect cannot 
 # -- the reference REST server, as the suite's own tests start it -----------------------------------
 
 
-@dataclass
-class RestServer:
-    url: str
-    token: str
-    process: subprocess.Popen[str]
-    log_path: Path
-
-    @property
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace")
-
-    def env(self) -> dict[str, str]:
-        """This process's environment plus the token where the forkd profile reads it."""
-        return {**os.environ, TOKEN_ENV: self.token}
+def _token() -> str:
+    return f"test-token-{uuid.uuid4().hex}"
 
 
-@contextmanager
-def rest_server(tmp_path: Path, mutant: str | None = None, token: str | None = None) -> Iterator[RestServer]:
-    """Start ``python -m conformance.reference.rest_server --port 0`` (or the mutant's launcher,
-    ``python tests/mutants/launch.py rest NAME --port 0 ...``), read its URL from the first stdout line,
-    and always stop it."""
-    token = token or f"test-token-{uuid.uuid4().hex}"
-    log_path = tmp_path / f"rest-server-{uuid.uuid4().hex[:8]}.log"
-    options = ["--port", "0", "--host", "127.0.0.1", "--token-env", TOKEN_ENV]
-    if mutant is None:
-        command = [sys.executable, "-m", "conformance.reference.rest_server", *options]
-    else:
-        command = launch_argv("rest", mutant, *options)
-    with log_path.open("w") as log:
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True, cwd=REPO,
-                                   env={**os.environ, TOKEN_ENV: token})
-    try:
-        url = _first_line(process, log_path).removeprefix("listening on ").strip()
-        assert url.startswith("http://127.0.0.1:"), url
-        yield RestServer(url, token, process, log_path)
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        if process.stdout is not None:
-            process.stdout.close()
+def _with_token(token: str) -> dict[str, str]:
+    """This process's environment plus the token where the forkd profile reads it (for a CLI process)."""
+    return {**os.environ, TOKEN_ENV: token}
 
 
 def _first_line(process: subprocess.Popen[str], log_path: Path) -> str:
@@ -99,10 +69,12 @@ def _first_line(process: subprocess.Popen[str], log_path: Path) -> str:
     return line
 
 
-def rest_suite(server: RestServer, report_dir: Path, *args: str, timeout: float = 600) -> SuiteRun:
-    """``sandbox-conformance run --rest URL --profile forkd ARGS`` with the server's token in the environment."""
-    return run_cli("run", "--rest", server.url, "--profile", "forkd", *args, report_dir=report_dir, timeout=timeout,
-                   env=server.env())
+def rest_suite(url: str, token: str, monkeypatch: pytest.MonkeyPatch, report_dir: Path,
+               **selection: Any) -> inprocess.InProcessRun:
+    """What ``sandbox-conformance run --rest URL --profile forkd`` does, in this process, with the server's
+    token in this process's environment."""
+    monkeypatch.setenv(TOKEN_ENV, token)
+    return inprocess.run_suite(ProviderConfig(rest_url=url, profile="forkd"), report_dir, **selection)
 
 
 def _assert_one_line_error(run: SuiteRun, *fragments: str) -> None:
@@ -352,38 +324,39 @@ def test_a_token_variable_that_is_not_set_is_a_one_line_usage_error() -> None:
 # -- the reference REST server ---------------------------------------------------------------------
 
 
-def test_the_reference_server_wants_the_token_everywhere_but_health_and_never_logs_it(tmp_path: Path) -> None:
-    with rest_server(tmp_path) as server:
-        with httpx.Client(base_url=server.url, timeout=10) as client:
-            assert client.get("/healthz").json() == {"ok": True}
-            refused = client.post("/v1/sandboxes", json={})
-            assert (refused.status_code, refused.json()) == (401, {"error": "unauthorized"})
-            wrong = client.get("/v1/sandboxes", headers={"Authorization": "Bearer not-the-token"})
-            assert wrong.status_code == 401
-            auth = {"Authorization": f"Bearer {server.token}"}
-            assert client.get("/v1/sandboxes", headers=auth).json() == []
-            created = client.post("/v1/sandboxes", json={}, headers=auth)
-            assert created.status_code == 201 and created.json()[0]["memory_limit_mib"] is None
-            sandbox = created.json()[0]["id"]
-            ran = client.post(f"/v1/sandboxes/{sandbox}/exec", headers=auth, json={"args": ["sh", "-c", "echo hi; exit 4"]})
-            assert ran.json() == {"stdout": "hi\n", "stderr": "", "exit_code": 4}
-            assert client.post(f"/v1/sandboxes/{sandbox}/exec", headers=auth, json={"args": []}).status_code == 400
-            late = client.post(f"/v1/sandboxes/{sandbox}/exec", headers=auth, json={"args": ["sleep", "5"], "timeout_secs": 1})
-            assert late.status_code == 408 and "requested timeout_secs=1" in late.json()["error"]
-            sized = client.post("/v1/sandboxes", headers=auth, json={"memory_limit_mib": 256})
-            assert sized.status_code == 400 and "memory_limit_mib" in sized.json()["error"]
-            tagged = client.post("/v1/sandboxes", headers=auth, json={"snapshot_tag": "nope"})
-            assert (tagged.status_code, tagged.json()) == (404, {"error": "snapshot nope not found"})
-            assert client.delete(f"/v1/sandboxes/{sandbox}", headers=auth).status_code == 204
-            assert client.delete(f"/v1/sandboxes/{sandbox}", headers=auth).status_code == 404
-            gone = client.post(f"/v1/sandboxes/{sandbox}/exec", headers=auth, json={"args": ["true"]})
-            assert gone.status_code == 404
-        log = server.log
+def test_the_reference_server_wants_the_token_everywhere_but_health_and_never_logs_it() -> None:
+    token, lines = _token(), []
+    with inprocess.rest_server(token, log=lines) as url, httpx.Client(base_url=url, timeout=10) as client:
+        assert client.get("/healthz").json() == {"ok": True}
+        refused = client.post("/v1/sandboxes", json={})
+        assert (refused.status_code, refused.json()) == (401, {"error": "unauthorized"})
+        wrong = client.get("/v1/sandboxes", headers={"Authorization": "Bearer not-the-token"})
+        assert wrong.status_code == 401
+        auth = {"Authorization": f"Bearer {token}"}
+        assert client.get("/v1/sandboxes", headers=auth).json() == []
+        created = client.post("/v1/sandboxes", json={}, headers=auth)
+        assert created.status_code == 201 and created.json()[0]["memory_limit_mib"] is None
+        sandbox = created.json()[0]["id"]
+        ran = client.post(f"/v1/sandboxes/{sandbox}/exec", headers=auth, json={"args": ["sh", "-c", "echo hi; exit 4"]})
+        assert ran.json() == {"stdout": "hi\n", "stderr": "", "exit_code": 4}
+        assert client.post(f"/v1/sandboxes/{sandbox}/exec", headers=auth, json={"args": []}).status_code == 400
+        late = client.post(f"/v1/sandboxes/{sandbox}/exec", headers=auth, json={"args": ["sleep", "5"], "timeout_secs": 1})
+        assert late.status_code == 408 and "requested timeout_secs=1" in late.json()["error"]
+        sized = client.post("/v1/sandboxes", headers=auth, json={"memory_limit_mib": 256})
+        assert sized.status_code == 400 and "memory_limit_mib" in sized.json()["error"]
+        tagged = client.post("/v1/sandboxes", headers=auth, json={"snapshot_tag": "nope"})
+        assert (tagged.status_code, tagged.json()) == (404, {"error": "snapshot nope not found"})
+        assert client.delete(f"/v1/sandboxes/{sandbox}", headers=auth).status_code == 204
+        assert client.delete(f"/v1/sandboxes/{sandbox}", headers=auth).status_code == 404
+        gone = client.post(f"/v1/sandboxes/{sandbox}/exec", headers=auth, json={"args": ["true"]})
+        assert gone.status_code == 404
+    log = "\n".join(lines)  # the server's log: one line per request
     assert "POST /v1/sandboxes 401" in log and "GET /healthz 200" in log
-    assert server.token not in log
+    assert token not in log
 
 
 def test_the_reference_server_refuses_to_start_without_a_token() -> None:
+    """Subprocess: the server's own process, its exit 2 and one line."""
     completed = subprocess.run([sys.executable, "-m", "conformance.reference.rest_server", "--port", "0",
                                 "--token-env", "SC_NO_SUCH_TOKEN"], capture_output=True, text=True, timeout=30,
                                env={k: v for k, v in os.environ.items() if k != "SC_NO_SUCH_TOKEN"}, check=False)
@@ -392,6 +365,7 @@ def test_the_reference_server_refuses_to_start_without_a_token() -> None:
 
 
 def test_serve_runs_the_reference_server_in_the_foreground(tmp_path: Path) -> None:
+    """Subprocess: the CLI's serve command."""
     process = subprocess.Popen([sys.executable, "-m", "conformance.cli", "serve", "forkd", "--port", "0",
                                 "--host", "127.0.0.1"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                                env={**os.environ, TOKEN_ENV: "serve-token-1234"})
@@ -407,6 +381,7 @@ def test_serve_runs_the_reference_server_in_the_foreground(tmp_path: Path) -> No
 
 
 # -- the command line ------------------------------------------------------------------------------
+# Subprocess, all of them: the CLI's exit 2 and its one line.
 
 
 @pytest.mark.parametrize(
@@ -437,12 +412,11 @@ def test_a_bad_profile_file_ends_with_exit_2_naming_the_field(tmp_path: Path) ->
 
 
 def test_an_unset_token_or_a_refused_token_ends_with_exit_2_and_one_line(tmp_path: Path) -> None:
-    with rest_server(tmp_path) as server:
+    with inprocess.rest_server(_token()) as url:  # the server on a thread, the CLI a process
         without = {k: v for k, v in os.environ.items() if k != TOKEN_ENV}
-        run = run_cli("run", "--rest", server.url, report_dir=tmp_path, timeout=60, env=without)
+        run = run_cli("run", "--rest", url, report_dir=tmp_path, timeout=60, env=without)
         _assert_one_line_error(run, "FORKD_TOKEN", "not set")
-        run = run_cli("run", "--rest", server.url, report_dir=tmp_path, timeout=60,
-                      env={**os.environ, TOKEN_ENV: "the-wrong-token-42"})
+        run = run_cli("run", "--rest", url, report_dir=tmp_path, timeout=60, env=_with_token("the-wrong-token-42"))
         _assert_one_line_error(run, "refused the token from $FORKD_TOKEN", "HTTP 401")
         assert "the-wrong-token-42" not in run.stderr
 
@@ -450,7 +424,7 @@ def test_an_unset_token_or_a_refused_token_ends_with_exit_2_and_one_line(tmp_pat
 # -- the whole suite -------------------------------------------------------------------------------
 
 
-def _assert_green(run: SuiteRun) -> dict[str, Any]:
+def _assert_green(run: SuiteRun | inprocess.InProcessRun) -> dict[str, Any]:
     assert run.exit_code == 0, run.stdout[-3000:] + run.stderr[-2000:]
     results = run.results
     for scenario in results["scenarios"]:
@@ -465,9 +439,11 @@ def _assert_green(run: SuiteRun) -> dict[str, Any]:
 
 
 @pytest.mark.slow
-def test_the_reference_rest_server_passes_the_whole_suite_over_rest(tmp_path: Path) -> None:
-    with rest_server(tmp_path) as server:
-        run = rest_suite(server, tmp_path / "reports")
+def test_the_reference_rest_server_passes_the_whole_suite_over_rest(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    token = _token()
+    with inprocess.rest_server(token) as url:
+        run = rest_suite(url, token, monkeypatch, tmp_path / "reports")
     results = _assert_green(run)
     passed = {s["id"] for s in results["scenarios"] if s["outcome"] == "passed"}
     rest_ids = {s["id"] for s in results["scenarios"] if s["feature"] == "rest.feature"}
@@ -477,12 +453,13 @@ def test_the_reference_rest_server_passes_the_whole_suite_over_rest(tmp_path: Pa
     assert gaps_seen <= passed
 
 
-def test_a_token_never_appears_in_results_junit_or_the_terminal(tmp_path: Path) -> None:
-    token = f"PLANTED-{uuid.uuid4().hex}-TOKEN"
+def test_a_token_never_appears_in_results_junit_or_the_terminal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    token, lines = f"PLANTED-{uuid.uuid4().hex}-TOKEN", []
     # A mutant that fails scenarios, so failure diagnostics (transcripts, stderr) are written too.
-    with rest_server(tmp_path, mutant="rest-auth-not-enforced", token=token) as server:
-        run = rest_suite(server, tmp_path / "reports", "--feature", "rest.feature", "--feature", "delete.feature")
-        log = server.log
+    with inprocess.rest_server(token, REGISTRY["rest-auth-not-enforced"], log=lines) as url:
+        run = rest_suite(url, token, monkeypatch, tmp_path / "reports", features=("rest.feature", "delete.feature"))
+    log = "\n".join(lines)
+    assert len(lines) > 10, lines  # the server logged the run's requests
     assert run.exit_code == 1, run.stdout[-2000:] + run.stderr[-2000:]
     assert run.with_outcome("failed") >= {"rest-missing-credential"}
     failure = next(s for s in run.results["scenarios"] if s["id"] == "rest-missing-credential")
@@ -495,6 +472,7 @@ def test_a_token_never_appears_in_results_junit_or_the_terminal(tmp_path: Path) 
 
 @pytest.mark.slow
 def test_the_suite_runs_green_through_an_image_and_leaves_no_container(rest_server_image: str, tmp_path: Path) -> None:
+    """Subprocess: a container image (--image)."""
     from conformance import containers
 
     run_id = f"run-image-{uuid.uuid4().hex[:10]}"
@@ -512,6 +490,7 @@ def test_the_suite_runs_green_through_an_image_and_leaves_no_container(rest_serv
 
 @pytest.mark.slow
 def test_an_interrupted_image_run_still_removes_its_container(rest_server_image: str, tmp_path: Path) -> None:
+    """Subprocess: a container image (--image) and SIGINT to the CLI."""
     import signal
 
     from conformance import containers

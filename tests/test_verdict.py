@@ -1,8 +1,11 @@
 """Verdicts people can trust: every outcome kind, MUST/SHOULD levels, expected-failure baselines (stale
 entries included), the silent-green guard, seed replay, flake detection and the redaction canary.
 
-Each test runs the CLI as a user would, against the reference plugin or one of its mutants, and reads
-the exit code, stderr and results.json.
+Most tests run the suite in this process (``tests/inprocess.py``: the runner's ``run(config)`` against
+the reference plugin or one of its mutants served on a thread) and read the exit code the CLI would
+return, the ``FAIL:`` lines it would print and the results document. What only a real process shows —
+the CLI's exit 2 and its one line, a plugin process that cannot be restarted, signals — runs the CLI
+as a user would.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import pytest
 import yaml
 
 from conformance.reporting.catalogue import all_scenarios
+from tests import inprocess
 from tests.helpers import REPO, mutant_command, plugin_command, run_cli
 
 SCENARIO_IDS_FILE = Path(__file__).resolve().parent / "data" / "scenario-ids.txt"
@@ -30,11 +34,22 @@ def _reasons(run) -> list[str]:
     return run.results["verdict"]["reasons"]
 
 
+@pytest.fixture
+def run_in_process(tmp_path: Path):
+    """Run the suite in this process against ``provider`` (default: the reference plugin), reports in a
+    private directory: ``run_in_process(provider, scenarios=..., features=..., strict=..., ...)``."""
+
+    def run(provider=None, **options) -> inprocess.InProcessRun:
+        return inprocess.run_suite(provider or inprocess.plugin(), tmp_path / "reports", **options)
+
+    return run
+
+
 # -- outcomes ------------------------------------------------------------------------------------
 
 
-def test_passed_skipped_and_disabled_are_told_apart_and_a_skip_names_the_capability(suite) -> None:
-    run = suite("--scenario", "volume-lifecycle", "--scenario", "delete-unknown")
+def test_passed_skipped_and_disabled_are_told_apart_and_a_skip_names_the_capability(run_in_process) -> None:
+    run = run_in_process(scenarios=("volume-lifecycle", "delete-unknown"))
     assert run.exit_code == 0, run.stdout[-2000:]
     outcomes = run.outcomes()
     assert outcomes["delete-unknown"] == "passed"
@@ -48,8 +63,8 @@ def test_passed_skipped_and_disabled_are_told_apart_and_a_skip_names_the_capabil
     assert run.results["verdict"] == {"passed": True, "reasons": [], "warnings": []}
 
 
-def test_a_declared_capability_that_does_not_work_fails_and_is_never_skipped(suite) -> None:
-    run = suite("--plugin", mutant_command("stdin-dropped"), "--scenario", "exec-stdin")
+def test_a_declared_capability_that_does_not_work_fails_and_is_never_skipped(run_in_process) -> None:
+    run = run_in_process(inprocess.plugin(mutant="stdin-dropped"), scenarios=("exec-stdin",))
     assert run.exit_code == 1, run.stdout[-2000:]
     assert run.outcomes()["exec-stdin"] == "failed"
     assert "exec.stdin" in run.results["provider"]["declared"]
@@ -72,6 +87,7 @@ def _refusing_restart_plugin(tmp_path: Path, live_s: float) -> str:
 
 
 def test_a_provider_that_cannot_be_restarted_is_an_error_not_a_failure(suite, tmp_path: Path) -> None:
+    """Subprocess: a plugin process killed mid-run whose restarts a wrapping script refuses."""
     run = suite("--plugin", _refusing_restart_plugin(tmp_path, live_s=3), "--feature", "exec.feature",
                 "--feature", "streaming.feature", timeout=600)
     assert run.exit_code == 1, run.stdout[-2000:]
@@ -89,10 +105,9 @@ def test_a_provider_that_cannot_be_restarted_is_an_error_not_a_failure(suite, tm
 # -- levels --------------------------------------------------------------------------------------
 
 
-def test_a_should_failure_is_a_warning_unless_strict(suite) -> None:
-    broken = ("--plugin", mutant_command("logs-through-host-log"), "--scenario", "wire-no-host-log",
-              "--scenario", "delete-unknown")
-    lenient = suite(*broken)
+def test_a_should_failure_is_a_warning_unless_strict(run_in_process) -> None:
+    broken = {"scenarios": ("wire-no-host-log", "delete-unknown")}
+    lenient = run_in_process(inprocess.plugin(mutant="logs-through-host-log"), **broken)
     assert lenient.exit_code == 0, lenient.stdout[-2000:]
     assert lenient.outcomes()["wire-no-host-log"] == "failed"
     verdict = lenient.results["verdict"]
@@ -102,14 +117,14 @@ def test_a_should_failure_is_a_warning_unless_strict(suite) -> None:
     assert levels["should"]["failed"] == 1 and levels["must"]["passed"] == 1
     assert "warning: 1 SHOULD scenario(s) failed" in " ".join(lenient.stdout.split())
 
-    strict = suite(*broken, "--strict")
+    strict = run_in_process(inprocess.plugin(mutant="logs-through-host-log"), **broken, strict=True)
     assert strict.exit_code == 1
     assert any("SHOULD" in reason and "--strict" in reason for reason in _reasons(strict))
     assert "FAIL: 1 SHOULD scenario(s) failed" in strict.stderr
 
 
-def test_a_must_failure_fails_the_run_and_is_counted_under_its_level(suite) -> None:
-    run = suite("--plugin", mutant_command("delete-unknown-errors"), "--feature", "delete.feature")
+def test_a_must_failure_fails_the_run_and_is_counted_under_its_level(run_in_process) -> None:
+    run = run_in_process(_mutant(), features=("delete.feature",))
     assert run.exit_code == 1
     assert run.results["summary"]["levels"]["must"] == {"disabled": run.results["summary"]["levels"]["must"]["disabled"],
                                                          "failed": 1, "passed": 2}
@@ -125,12 +140,17 @@ def _baseline(tmp_path: Path, *entries: tuple[str, str]) -> str:
     return str(path)
 
 
-MUTANT = ("--plugin", mutant_command("delete-unknown-errors"), "--feature", "delete.feature")
+def _mutant():
+    """The mutant whose delete of an unknown sandbox errors (one MUST failure in delete.feature)."""
+    return inprocess.plugin(mutant="delete-unknown-errors")
+
+
+DELETE = {"features": ("delete.feature",)}
 
 
 @pytest.mark.parametrize("key", ["delete-unknown", "SDP1-059"], ids=["by-scenario-id", "by-requirement-id"])
-def test_a_baselined_failure_is_xfail_and_the_run_passes(suite, tmp_path: Path, key: str) -> None:
-    run = suite(*MUTANT, "--expected-failures", _baseline(tmp_path, (key, "upstream issue 12")))
+def test_a_baselined_failure_is_xfail_and_the_run_passes(run_in_process, tmp_path: Path, key: str) -> None:
+    run = run_in_process(_mutant(), **DELETE, expected_failures=_baseline(tmp_path, (key, "upstream issue 12")))
     assert run.exit_code == 0, run.stdout[-2000:] + run.stderr[-1000:]
     scenario = next(s for s in run.results["scenarios"] if s["id"] == "delete-unknown")
     assert scenario["outcome"] == "xfail"
@@ -143,8 +163,8 @@ def test_a_baselined_failure_is_xfail_and_the_run_passes(suite, tmp_path: Path, 
     assert 'message="xfail: ' in junit
 
 
-def test_a_baselined_scenario_that_passes_is_xpass_and_fails_the_run(suite, tmp_path: Path) -> None:
-    run = suite("--feature", "delete.feature", "--expected-failures", _baseline(tmp_path, ("delete-unknown", "bug")))
+def test_a_baselined_scenario_that_passes_is_xpass_and_fails_the_run(run_in_process, tmp_path: Path) -> None:
+    run = run_in_process(**DELETE, expected_failures=_baseline(tmp_path, ("delete-unknown", "bug")))
     assert run.exit_code == 1
     assert run.outcomes()["delete-unknown"] == "xpass"
     assert run.results["summary"]["xpassed"] == 1
@@ -153,15 +173,15 @@ def test_a_baselined_scenario_that_passes_is_xpass_and_fails_the_run(suite, tmp_
     assert "<failure" in (run.report_dir / "junit.xml").read_text()
 
 
-def test_a_baseline_entry_that_names_nothing_fails_the_run(suite, tmp_path: Path) -> None:
-    run = suite("--feature", "delete.feature", "--expected-failures", _baseline(tmp_path, ("delete-unknwon", "typo")))
+def test_a_baseline_entry_that_names_nothing_fails_the_run(run_in_process, tmp_path: Path) -> None:
+    run = run_in_process(**DELETE, expected_failures=_baseline(tmp_path, ("delete-unknwon", "typo")))
     assert run.exit_code == 1
     assert run.results["baseline"]["entries"][0]["status"] == "names nothing"
     assert "FAIL: the baseline entry delete-unknwon names no scenario or requirement" in run.stderr
 
 
-def test_a_baseline_entry_for_a_scenario_not_run_is_neither_stale_nor_an_error(suite, tmp_path: Path) -> None:
-    run = suite("--feature", "delete.feature", "--expected-failures", _baseline(tmp_path, ("exec-env", "later")))
+def test_a_baseline_entry_for_a_scenario_not_run_is_neither_stale_nor_an_error(run_in_process, tmp_path: Path) -> None:
+    run = run_in_process(**DELETE, expected_failures=_baseline(tmp_path, ("exec-env", "later")))
     assert run.exit_code == 0
     assert run.results["baseline"]["entries"][0]["status"] == "not checked in this run"
 
@@ -175,6 +195,7 @@ def test_a_baseline_entry_for_a_scenario_not_run_is_neither_stale_nor_an_error(s
     ("expected_failures: [", "not valid YAML"),
 ])
 def test_a_malformed_baseline_is_a_one_line_usage_error(tmp_path: Path, content: str, fragment: str) -> None:
+    """Subprocess: the CLI's exit 2 and its one line."""
     path = tmp_path / "baseline.yaml"
     path.write_text(content)
     run = run_cli("run", "--expected-failures", str(path), report_dir=tmp_path / "reports")
@@ -183,14 +204,14 @@ def test_a_malformed_baseline_is_a_one_line_usage_error(tmp_path: Path, content:
     assert "Traceback" not in run.stderr
 
 
-def test_update_baseline_writes_the_failures_and_a_rerun_with_it_passes(suite, tmp_path: Path) -> None:
+def test_update_baseline_writes_the_failures_and_a_rerun_with_it_passes(run_in_process, tmp_path: Path) -> None:
     path = tmp_path / "known.yaml"
-    first = suite(*MUTANT, "--update-baseline", str(path))
+    first = run_in_process(_mutant(), **DELETE, update_baseline=str(path))
     assert first.exit_code == 1  # writing a baseline does not change this run's verdict
     written = yaml.safe_load(path.read_text())["expected_failures"]
     assert [entry["id"] for entry in written] == ["delete-unknown"]
     assert written[0]["reason"].startswith("baselined ")
-    again = suite(*MUTANT, "--expected-failures", str(path))
+    again = run_in_process(_mutant(), **DELETE, expected_failures=str(path))
     assert again.exit_code == 0, again.stdout[-2000:]
     assert again.outcomes()["delete-unknown"] == "xfail"
 
@@ -199,13 +220,14 @@ def test_update_baseline_writes_the_failures_and_a_rerun_with_it_passes(suite, t
 
 
 def test_a_selection_that_matches_nothing_is_refused(suite) -> None:
+    """Subprocess: the CLI's exit 2 and its one line."""
     run = suite("--scenario", "no-such-scenario")
     assert run.exit_code == 2
     assert "no scenario matched the selection" in run.stderr
 
 
-def test_a_run_whose_every_scenario_is_skipped_fails(suite) -> None:
-    run = suite("--feature", "sketch.feature")  # the sketch's scenarios, against a v1 provider
+def test_a_run_whose_every_scenario_is_skipped_fails(run_in_process) -> None:
+    run = run_in_process(features=("sketch.feature",))  # the sketch's scenarios, against a v1 provider
     assert run.exit_code == 1, run.stdout[-2000:]
     assert run.results["summary"]["skipped"] == run.results["summary"]["selected"] > 0
     assert _reasons(run) == ["every selected scenario was skipped: nothing was verified"]
@@ -213,12 +235,14 @@ def test_a_run_whose_every_scenario_is_skipped_fails(suite) -> None:
 
 
 def test_a_provider_that_cannot_be_started_is_refused_in_one_line(suite, tmp_path: Path) -> None:
+    """Subprocess: a plugin command that is no process; the CLI's exit 2 and its one line."""
     run = suite("--plugin", str(tmp_path / "no-such-plugin"))
     assert run.exit_code == 2
     assert run.stderr.count("\n") == 1 and "no-such-plugin" in run.stderr, run.stderr
 
 
 def test_a_provider_that_fails_the_handshake_is_refused_in_one_line(suite, tmp_path: Path) -> None:
+    """Subprocess: a plugin script that is not a plugin; the CLI's exit 2 and its one line."""
     script = tmp_path / "mute.sh"
     script.write_text("#!/bin/sh\necho 'not json' \nexit 0\n")
     script.chmod(0o755)
@@ -229,6 +253,7 @@ def test_a_provider_that_fails_the_handshake_is_refused_in_one_line(suite, tmp_p
 
 
 def test_an_interrupted_run_fails_and_says_so(tmp_path: Path) -> None:
+    """Subprocess: SIGINT to a real CLI process."""
     reports = tmp_path / "reports"
     process = subprocess.Popen([sys.executable, "-m", "conformance.cli", "run", "--report-dir", str(reports),
                                 "--feature", "exec.feature", "--feature", "streaming.feature",
@@ -277,26 +302,27 @@ def _generated_env_values(run) -> list[str]:
     return values
 
 
-def test_the_seed_is_reported_and_replays_the_generated_data(suite) -> None:
-    broken = ("--plugin", mutant_command("exec-env-ignored"), "--scenario", "exec-env")
+def test_the_seed_is_reported_and_replays_the_generated_data(run_in_process) -> None:
+    def broken(seed):
+        return run_in_process(inprocess.plugin(mutant="exec-env-ignored"), scenarios=("exec-env",), seed=seed)
+
     # Each run writes the same report directory: read what it wrote before the next one starts.
-    first = suite(*broken, "--seed", "4242")
+    first = broken(4242)
     assert first.results["run"]["seed"] == 4242
     assert "--seed 4242" in first.stdout
     assert first.outcomes()["exec-env"] == "failed", first.stdout[-2000:]
     values = _generated_env_values(first)
     assert values, "the failure's transcript shows the generated env"
-    assert _generated_env_values(suite(*broken, "--seed", "4242")) == values
-    assert _generated_env_values(suite(*broken, "--seed", "4243")) != values
-    unseeded = suite(*broken)
+    assert _generated_env_values(broken(4242)) == values
+    assert _generated_env_values(broken(4243)) != values
+    unseeded = broken(None)  # no --seed: the run draws one
     assert isinstance(unseeded.results["run"]["seed"], int)
 
 
-def test_repeat_reports_a_scenario_whose_outcome_changes_as_flaky(suite, tmp_path: Path) -> None:
+def test_repeat_reports_a_scenario_whose_outcome_changes_as_flaky(run_in_process, tmp_path: Path) -> None:
     state = tmp_path / "flake-state"
-    run = suite("--plugin", mutant_command("flaky-delete-unknown"), "--env",
-                f"SANDBOX_CONFORMANCE_FLAKE_STATE={state}", "--feature", "delete.feature", "--repeat", "3",
-                "--seed", "11")
+    flaky = inprocess.plugin(mutant="flaky-delete-unknown", env={"SANDBOX_CONFORMANCE_FLAKE_STATE": str(state)})
+    run = run_in_process(flaky, **DELETE, repeat=3, seed=11)
     assert run.exit_code == 1, run.stdout[-2000:]
     results = run.results
     assert results["run"]["repeat"] == 3 and results["run"]["seed"] == 11
@@ -309,8 +335,8 @@ def test_repeat_reports_a_scenario_whose_outcome_changes_as_flaky(suite, tmp_pat
     assert "flaky: delete-unknown (failed → passed → failed)" in run.stdout
 
 
-def test_repeat_of_a_steady_provider_passes(suite) -> None:
-    run = suite("--feature", "delete.feature", "--repeat", "2")
+def test_repeat_of_a_steady_provider_passes(run_in_process) -> None:
+    run = run_in_process(**DELETE, repeat=2)
     assert run.exit_code == 0, run.stdout[-2000:]
     assert run.results["flaky"] == [] and run.results["run"]["repeat"] == 2
     assert run.results["sandboxes"]["created"] == run.results["sandboxes"]["deleted"] > 0
@@ -319,10 +345,9 @@ def test_repeat_of_a_steady_provider_passes(suite) -> None:
 # -- diagnostics and redaction -------------------------------------------------------------------
 
 
-def test_a_planted_token_never_appears_in_any_report(suite) -> None:
+def test_a_planted_token_never_appears_in_any_report(run_in_process) -> None:
     canary = f"canary-{secrets.token_hex(12)}"
-    run = suite("--plugin", mutant_command("secret-echoing"), "--env", f"CANARY_TOKEN={canary}",
-                "--feature", "delete.feature")
+    run = run_in_process(inprocess.plugin(mutant="secret-echoing", env={"CANARY_TOKEN": canary}), **DELETE)
     assert run.exit_code == 1
     failure = next(s for s in run.results["scenarios"] if s["id"] == "delete-unknown")
     # The leak happened and the diagnostics carry it — redacted.
@@ -338,7 +363,10 @@ def test_a_planted_token_never_appears_in_any_report(suite) -> None:
 def test_every_value_handed_to_the_plugin_is_redacted_whatever_its_name(tmp_path: Path) -> None:
     """A value given with --env under a name that does not look secret, and one forwarded with
     --pass-env, are secrets all the same: the plugin echoes both, no report or terminal line shows them,
-    and the reproduce command refers to the --env value by its variable, never by its value."""
+    and the reproduce command refers to the --env value by its variable, never by its value.
+
+    Subprocess: the CLI's own --env and --pass-env, and what a real CLI process writes on stdout and
+    stderr."""
     plain, forwarded = f"plain-{secrets.token_hex(12)}", f"forwarded-{secrets.token_hex(12)}"
     run = run_cli("run", "--plugin", mutant_command("secret-echoing"), "--env", f"CANARY_PLAIN={plain}",
                   "--pass-env", "CANARY_FORWARDED", "--feature", "delete.feature",
@@ -358,7 +386,7 @@ def test_every_value_handed_to_the_plugin_is_redacted_whatever_its_name(tmp_path
 def test_a_signal_while_the_report_is_written_is_noted_not_raised() -> None:
     """The end-of-run sweep and report run shielded: Ctrl-C there must still leave a results.json that
     says the run was interrupted. Outside the shield, the first signal interrupts and the second (during
-    cleanup) is ignored."""
+    cleanup) is ignored. Subprocess: signals to a real interpreter."""
     probe = textwrap.dedent("""\
         import os, signal
         from conformance import interrupts

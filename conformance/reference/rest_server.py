@@ -63,7 +63,8 @@ class ForkdApp:
     Seams: ``__init__(token, backend=None, environ=None)`` (``environ``, default ``os.environ``, is what
     the backend reads and commands inherit), ``authorized``/``requires_auth``/``unauthorized``,
     ``route``, one method per route (``create``, ``list``, ``get``, ``delete``, ``exec``),
-    ``info``, ``exec_result``, ``timed_out`` and ``close``. ``serve(..., app_class=)`` serves a subclass.
+    ``info``, ``exec_result``, ``timed_out``, ``log`` (where the one line per request goes: stderr) and
+    ``close``. ``serve(..., app_class=)`` serves a subclass.
     """
 
     def __init__(self, token: str, backend: HostBackend | None = None,
@@ -205,6 +206,10 @@ class ForkdApp:
             raise error(400, "the request body must be a JSON object")
         return body
 
+    def log(self, line: str) -> None:
+        """One line of the server's log (a request line, never a header)."""
+        print(line, file=sys.stderr, flush=True)
+
     def close(self) -> None:
         self.backend.close()
 
@@ -275,7 +280,7 @@ class Handler(BaseHTTPRequestHandler):
             pass
         elapsed_ms = (time.monotonic() - started) * 1000
         # The request line only: headers (and so the token) never reach the log.
-        print(f"{PROG}: {self.command} {path} {answer.status} {elapsed_ms:.0f}ms", file=sys.stderr, flush=True)
+        self.app.log(f"{PROG}: {self.command} {path} {answer.status} {elapsed_ms:.0f}ms")
 
     def log_message(self, format: str, *args: Any) -> None:
         """Silence http.server's own log (it would print the client address and raw request line)."""
