@@ -222,11 +222,13 @@ def _(world: World) -> None:
 @when("I run a command in a sandbox id that was never issued")
 def _(world: World) -> None:
     never_issued = world.token("conformance-never-issued")
+    world.gaps.exec_target = "a sandbox id that was never issued"
     world.outcome = world.provider.exec(never_issued, ExecRequest("true"))
 
 
 @when("I run a command in the deleted sandbox")
 def _(world: World) -> None:
+    world.gaps.exec_target = "a deleted sandbox"
     world.outcome = world.provider.exec(world.require_sandbox().id, ExecRequest("true"))
 
 
@@ -234,8 +236,9 @@ def _(world: World) -> None:
 def _(world: World) -> None:
     outcome: ExecOutcome | None = world.outcome
     assert outcome is not None
+    target = world.gaps.exec_target or "a sandbox that does not exist"
     expect(outcome.outcome == "infra",
-           f"the command could not run, so the provider must answer an error; it reported {outcome.describe()}, "
-           "which a host would read as the command's own verdict")
+           f"{target} ran a command: it could not run, so the provider must answer an error; it reported "
+           f"{outcome.describe()}, which a host would read as the command's own verdict")
     world.note_finding("GAP-3", "supported", f"answered an error: {outcome.error}")
 

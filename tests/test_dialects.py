@@ -8,6 +8,7 @@ import pytest
 from conformance.adapter import ExecRequest, SandboxRequest
 from conformance.errors import ApplicationErrorAnswer
 from conformance.providers import ProviderConfig, open_provider
+from tests import inprocess
 from tests.helpers import mutant_command, plugin_command
 
 
@@ -93,3 +94,22 @@ def test_a_silently_ignored_size_is_reported_as_a_violation(suite) -> None:
     gap = run.results["gaps"]["GAP-2"]
     assert gap["status"] == "violated"
     assert "silently ignored" in gap["scenarios"][0]["detail"]
+
+
+def test_a_failed_gap_scenario_is_a_gap_finding_never_a_verdict_reason(tmp_path) -> None:
+    """exec-deleted-sandbox-is-an-error is backed only by GAP-3 (a proposal, not a v1 rule): the
+    mutant that runs commands in deleted sandboxes is reported in the gap section and as a warning,
+    counted under `gap`, and the run still passes, even with --strict."""
+    run = inprocess.run_suite(inprocess.plugin(mutant="deleted-sandbox-exit-127"), tmp_path,
+                              scenarios=("exec-deleted-sandbox-is-an-error", "exec-nonzero-is-a-result"), strict=True)
+    results = run.results
+    assert run.with_outcome("failed") == {"exec-deleted-sandbox-is-an-error"}
+    assert run.with_outcome("passed") == {"exec-nonzero-is-a-result"}
+    assert run.exit_code == 0 and results["verdict"]["passed"], results["verdict"]
+    assert any("GAP finding" in w and "exec-deleted-sandbox-is-an-error" in w for w in results["verdict"]["warnings"])
+    assert results["summary"]["levels"]["gap"] == {"failed": 1}
+    entry = next(s for s in results["gaps"]["GAP-3"]["scenarios"] if s["id"] == "exec-deleted-sandbox-is-an-error")
+    assert entry["status"] == "violated" and entry["detail"].startswith("a deleted sandbox ran a command"), entry
+    assert results["gaps"]["GAP-3"]["status"] == "violated"
+    assert "GAP FINDING exec-deleted-sandbox-is-an-error" in run.output
+    assert "GAP" in run.output.split("GAP FINDING", 1)[1]  # the level row of the summary table

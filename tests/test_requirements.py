@@ -64,7 +64,7 @@ def test_levels_follow_the_protocol_wording() -> None:
     requirements = load()
     assert requirements["SDP1-121"].level == "SHOULD"
     assert all(r.level == "MUST" for r in requirements.values() if r.id in SUITE_DERIVED)
-    assert {r.level for r in requirements.values()} <= {"MUST", "SHOULD", "MAY"}
+    assert {r.level for r in requirements.values()} <= {"MUST", "SHOULD", "MAY", "GAP"}
 
 
 def _write_registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> str:
@@ -185,3 +185,28 @@ def test_lint_prints_each_problem_and_exits_1_or_a_summary_and_exits_0() -> None
         assert lint.returncode == 0, lint.stdout + lint.stderr
         assert len(lint.stdout.splitlines()) == 1 and "OK" in lint.stdout
     assert "Traceback" not in lint.stderr
+
+
+def test_problems_names_a_scenario_whose_level_disagrees_with_its_gap_requirements() -> None:
+    requirements = {"GAP-3": Requirement(id="GAP-3", level="GAP", section="gaps", text="a proposal", testability="BB"),
+                    "SDP1-001": _requirement("SDP1-001")}
+
+    def scenario(sid: str, level: str, *reqs: str) -> SimpleNamespace:
+        return SimpleNamespace(id=sid, feature="gaps.feature",
+                               tags=ScenarioTags.parse({f"id:{sid}", level, *(f"req:{r}" for r in reqs)}))
+
+    found = problems(requirements, [scenario("only-gap-as-must", "must", "GAP-3"), scenario("only-gap", "gap", "GAP-3"),
+                                    scenario("gap-and-rule-as-gap", "gap", "GAP-3", "SDP1-001"),
+                                    scenario("gap-and-rule", "must", "GAP-3", "SDP1-001")])
+    assert len(found) == 2, found
+    assert "only-gap-as-must" in found[0] and "@gap" in found[0]
+    assert "gap-and-rule-as-gap" in found[1] and "SDP1-001" in found[1]
+
+
+def test_gap_requirements_have_the_gap_level_and_only_gap_backed_scenarios_are_gap() -> None:
+    assert {r.level for rid, r in load().items() if rid.startswith("GAP-")} == {"GAP"}
+    levels = {s.id: s.tags.level for s in all_scenarios()}
+    assert levels["exec-deleted-sandbox-is-an-error"] == "gap"
+    assert levels["resources-memory"] == levels["exec-nonzero-is-a-result"] == "must"
+    listing = json.loads(_cli("list", "--requirements", "--json").stdout)
+    assert {row["id"]: row["level"] for row in listing["requirements"]}["GAP-3"] == "GAP"
