@@ -615,6 +615,14 @@ class ProviderAdapter(ABC):
     events: Events | None = None
     credentials: Credentials | None = None
     wire: Wire | None = None
+    # What the dialect has a message for although this adapter offers no facet for it, by the neutral
+    # words steps ask a facet with ("streaming exec", "read a file"): (method, the capability gating it).
+    # A missing facet is then "capability X not declared" when X is declared false, never "cannot express".
+    wire_methods_without_facet: Mapping[str, tuple[str, str]] = {}
+    # Capabilities a provider of this dialect may declare (the forkd plugin declares `exec.cancel: false`)
+    # although the dialect has no message to exercise them, with the neutral words of what is missing: a
+    # scenario gated on one is "the <dialect> dialect cannot express: <words>", whatever is declared.
+    capabilities_without_method: Mapping[str, str] = {}
 
     def __init__(self) -> None:
         self.ledger = SandboxLedger()

@@ -113,3 +113,23 @@ def test_a_failed_gap_scenario_is_a_gap_finding_never_a_verdict_reason(tmp_path)
     assert results["gaps"]["GAP-3"]["status"] == "violated"
     assert "GAP FINDING exec-deleted-sandbox-is-an-error" in run.output
     assert "GAP" in run.output.split("GAP FINDING", 1)[1]  # the level row of the summary table
+
+
+def test_skip_reasons_tell_the_truth(tmp_path) -> None:
+    """"cannot express" only where the dialect has no such message; a method the dialect has but the
+    provider declares false is "capability X not declared"; the sketch has no exec/cancel at all, and
+    v1's exec/cancel runs against the v1 reference, which declares it."""
+    sketch = inprocess.run_suite(inprocess.plugin("--dialect", "fabro-sketch"), tmp_path / "sketch", scenarios=(
+        "stream-output-before-response", "fs-write-replaces", "fs-create-dir", "stream-cancel",
+        "optional-operation[cancel-a-command]", "optional-operation[stream-a-command-s-output]"))
+    messages = {s["id"]: s["message"] for s in sketch.results["scenarios"] if s["outcome"] == "skipped"}
+    assert messages == {
+        "stream-output-before-response": "capability exec.streaming not declared",  # the sketch has exec/stream
+        "fs-write-replaces": "capability fs.native not declared",  # ... and fs/writeFile
+        "fs-create-dir": "the fabro-sketch dialect cannot express: create a directory",  # ... but no mkdir
+        "stream-cancel": "the fabro-sketch dialect cannot express: cancel a command",  # ... and no exec/cancel
+        "optional-operation[cancel-a-command]": "the fabro-sketch dialect cannot express: cancel a command",
+    }, messages
+    assert sketch.with_outcome("passed") == {"optional-operation[stream-a-command-s-output]"}
+    v1 = inprocess.run_suite(inprocess.plugin(), tmp_path / "v1", scenarios=("optional-operation[cancel-a-command]",))
+    assert v1.with_outcome("passed") == {"optional-operation[cancel-a-command]"}, v1.outcomes()

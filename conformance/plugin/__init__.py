@@ -24,7 +24,7 @@ from conformance.adapter import ProviderAdapter
 from conformance.config import RunConfig
 from conformance.connections import ProviderConnections
 from conformance.engine import RunFacts
-from conformance.errors import ConformanceError, NotExpressible
+from conformance.errors import CapabilityNotDeclared, ConformanceError, NotExpressible
 from conformance.plugin import fixtures, outcomes, selection, steps
 from conformance.plugin.finish import finish_run, print_summary
 from conformance.plugin.keys import INFO, RUN, STATE, WORKER_CONFIG, RunState, state_of
@@ -108,6 +108,8 @@ class ConformancePlugin:
             result = yield
         except NotExpressible as gap:
             outcomes.skip_not_expressible(item, gap)
+        except CapabilityNotDeclared as undeclared:
+            outcomes.skip_not_declared(item, undeclared)
         except BaseException:
             outcomes.note_violations(item)
             raise

@@ -10,6 +10,7 @@ from faker import Faker
 
 from conformance.adapter import ProviderAdapter
 from conformance.connections import ProviderConnections, scenario_owner
+from conformance.errors import NotExpressible
 from conformance.plugin.keys import INFO, RUN, SKIP_CAUSE, ScenarioRun, state_of
 
 
@@ -31,6 +32,11 @@ def _conformance_scenario(request: pytest.FixtureRequest) -> Iterator[None]:
     if info.dialects and adapter.dialect not in info.dialects:
         item.stash[SKIP_CAUSE] = "other dialect"
         pytest.skip(f"applies to dialect {', '.join(info.dialects)} only; the provider speaks {adapter.dialect}")
+    for capability in info.capabilities:
+        missing = adapter.capabilities_without_method.get(capability)
+        if missing is not None:
+            item.stash[SKIP_CAUSE] = "not expressible"
+            pytest.skip(str(NotExpressible(adapter.dialect, missing)))
     for capability in info.capabilities:
         if not adapter.capabilities.declares(capability):
             item.stash[SKIP_CAUSE] = "not declared"
