@@ -623,6 +623,9 @@ class ProviderAdapter(ABC):
     # although the dialect has no message to exercise them, with the neutral words of what is missing: a
     # scenario gated on one is "the <dialect> dialect cannot express: <words>", whatever is declared.
     capabilities_without_method: Mapping[str, str] = {}
+    # Capabilities other dialects gate that this one has as core methods, with no flag to declare (v1's
+    # sandbox/stop is core, the sketch's is gated by lifecycle.stop): a @cap: gate on one always applies.
+    core_capabilities: frozenset[str] = frozenset()
 
     def __init__(self) -> None:
         self.ledger = SandboxLedger()

@@ -133,3 +133,18 @@ def test_skip_reasons_tell_the_truth(tmp_path) -> None:
     assert sketch.with_outcome("passed") == {"optional-operation[stream-a-command-s-output]"}
     v1 = inprocess.run_suite(inprocess.plugin(), tmp_path / "v1", scenarios=("optional-operation[cancel-a-command]",))
     assert v1.with_outcome("passed") == {"optional-operation[cancel-a-command]"}, v1.outcomes()
+
+
+def test_a_sketch_plugin_without_stop_passes_the_stop_row_and_skips_the_stop_cycle(tmp_path) -> None:
+    """lifecycle.stop false (the forkd plugin's declaration) and sandbox/stop refused: the optional-operation
+    row passes, and the stop cycles are gated off, not failed. v1 has stop as a core method: they run."""
+    scenarios = ("optional-operation[stop-the-sandbox]", "stop-start-cycle", "stop-describes-stopped")
+    run = inprocess.run_suite(inprocess.plugin(mutant="sketch-stop-not-offered"), tmp_path / "sketch",
+                              scenarios=scenarios, strict=True)
+    assert run.exit_code == 0, run.output[-3000:]
+    assert run.with_outcome("passed") == {"optional-operation[stop-the-sandbox]"}
+    skipped = {s["id"]: s["message"] for s in run.results["scenarios"] if s["outcome"] == "skipped"}
+    assert skipped == {"stop-start-cycle": "capability lifecycle.stop not declared",
+                       "stop-describes-stopped": "capability lifecycle.stop not declared"}
+    v1 = inprocess.run_suite(inprocess.plugin(), tmp_path / "v1", scenarios=scenarios[1:], strict=True)
+    assert v1.with_outcome("passed") == set(scenarios[1:]), v1.outcomes()

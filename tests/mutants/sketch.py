@@ -119,6 +119,19 @@ class SketchDeclaredStopRefused(SketchHostPlugin):
         raise RpcFailure(UNSUPPORTED, "this sandbox provider does not support it")
 
 
+@mutant("sketch-stop-not-offered")
+class SketchStopNotOffered(SketchHostPlugin):
+    """Control: declares lifecycle.stop false (as the forkd plugin does) and refuses sandbox/stop honestly."""
+
+    def declared_capabilities(self) -> dict[str, Any]:
+        capabilities = super().declared_capabilities()
+        capabilities["lifecycle"]["stop"] = False
+        return capabilities
+
+    def m_sandbox_stop(self, params: dict[str, Any]) -> Any:
+        raise RpcFailure(UNSUPPORTED, "this sandbox provider does not support it")
+
+
 @mutant("sketch-many-sandboxes")
 class SketchManySandboxes(SketchHostPlugin):
     """Control: a sketch plugin that owns any number of sandboxes per process (the adapter must notice)."""
