@@ -132,6 +132,17 @@ class SketchStopNotOffered(SketchHostPlugin):
         raise RpcFailure(UNSUPPORTED, "this sandbox provider does not support it")
 
 
+@mutant("sketch-timeout-as-exit-124")
+class SketchTimeoutAsExit124(SketchHostPlugin):
+    """Reports a command that outlived timeout_secs as exited with code 124, as coreutils timeout would."""
+
+    def m_exec(self, params: dict[str, Any]) -> Any:
+        answer = super().m_exec(params)
+        if answer["termination"] == "timed_out":
+            answer = {**answer, "termination": "exited", "exit_code": 124}
+        return answer
+
+
 @mutant("sketch-many-sandboxes")
 class SketchManySandboxes(SketchHostPlugin):
     """Control: a sketch plugin that owns any number of sandboxes per process (the adapter must notice)."""
