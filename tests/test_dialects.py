@@ -148,3 +148,20 @@ def test_a_sketch_plugin_without_stop_passes_the_stop_row_and_skips_the_stop_cyc
                        "stop-describes-stopped": "capability lifecycle.stop not declared"}
     v1 = inprocess.run_suite(inprocess.plugin(), tmp_path / "v1", scenarios=scenarios[1:], strict=True)
     assert v1.with_outcome("passed") == set(scenarios[1:]), v1.outcomes()
+
+
+def test_a_plugin_that_silently_overwrites_its_sandbox_is_detected_as_one_per_process(tmp_path) -> None:
+    """The forkd plugin accepts a second create by replacing its one sandbox (and describes statically):
+    the probe sees the first sandbox's marker file gone and picks "one", so every sandbox gets its own
+    process and the run stays correct."""
+    adapter = open_provider(inprocess.plugin(mutant="sketch-create-overwrites"))
+    try:
+        assert adapter.sandboxes_per_process == "one"
+    finally:
+        adapter.close()
+    run = inprocess.run_suite(inprocess.plugin(mutant="sketch-create-overwrites"), tmp_path, scenarios=(
+        "create-describe-delete", "delete-twice", "exec-exit-code[42]", "exec-env", "exec-nonzero-is-a-result"))
+    assert run.exit_code == 0, run.output[-3000:]
+    assert run.results["provider"]["sandboxes_per_process"] == "one"
+    assert run.with_outcome("passed") == {"create-describe-delete", "delete-twice", "exec-exit-code[42]", "exec-env",
+                                          "exec-nonzero-is-a-result"}

@@ -143,6 +143,28 @@ class SketchTimeoutAsExit124(SketchHostPlugin):
         return answer
 
 
+@mutant("sketch-create-overwrites")
+class SketchCreateOverwrites(SketchHostPlugin):
+    """Accepts a second create by silently replacing its one sandbox (as the forkd plugin does: it keeps one
+    id), serves any id with the sandbox it has now, and describes statically, echoing the id asked for."""
+
+    def owned(self, params: dict[str, Any]) -> Any:
+        if self.sandbox is None:
+            raise RpcFailure(INVALID_STATE, "sandbox not yet created")
+        return self.sandbox
+
+    def m_sandbox_create(self, params: dict[str, Any]) -> Any:
+        if self.sandbox is not None:
+            self.backend.delete(self.sandbox.id)  # gone without a word (forkd would even leave it running)
+            self.sandbox = None
+        return super().m_sandbox_create(params)
+
+    def m_sandbox_describe(self, params: dict[str, Any]) -> Any:
+        sandbox = self.owned(params)
+        alive = sandbox.state == "running"
+        return {"id": params.get("id"), "state": sandbox.state, "liveness": "alive" if alive else "gone"}
+
+
 @mutant("sketch-many-sandboxes")
 class SketchManySandboxes(SketchHostPlugin):
     """Control: a sketch plugin that owns any number of sandboxes per process (the adapter must notice)."""
