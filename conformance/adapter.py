@@ -626,6 +626,10 @@ class ProviderAdapter(ABC):
     # Capabilities other dialects gate that this one has as core methods, with no flag to declare (v1's
     # sandbox/stop is core, the sketch's is gated by lifecycle.stop): a @cap: gate on one always applies.
     core_capabilities: frozenset[str] = frozenset()
+    # The neutral error kinds with which this dialect refuses a create that names something that does not
+    # exist (a snapshot): "not found" or "invalid spec". Any other failure (an internal error relaying a 404)
+    # says the provider broke, not that the thing is missing.
+    missing_reference_kinds: frozenset[str] = frozenset({"not_found", "invalid_spec"})
 
     def __init__(self) -> None:
         self.ledger = SandboxLedger()

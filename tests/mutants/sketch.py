@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from conformance.reference.host_backend import BackendError
 from conformance.reference.sketch_plugin import (
     INVALID_STATE,
     PROTOCOL_ERROR,
@@ -79,6 +80,20 @@ class SketchUnknownTagBootsDefault(SketchHostPlugin):
             if tag is None:
                 raise
             return super().m_sandbox_create({**params, "snapshot_tag": None}) | {"snapshot_tag": tag}
+
+
+@mutant("sketch-unknown-tag-internal-error")
+class SketchUnknownTagInternalError(SketchHostPlugin):
+    """Fails a create from an unknown snapshot tag with -32603 relaying its controller's 404 (what the
+    forkd plugin does with any non-2xx answer), not the sketch's -32602 refusal."""
+
+    def m_sandbox_create(self, params: dict[str, Any]) -> Any:
+        try:
+            return super().m_sandbox_create(params)
+        except BackendError as error:
+            if error.kind != "not_found":
+                raise
+            raise RpcFailure(PROVIDER_FAILURE, f"create returned 404 Not Found: {error.message}") from None
 
 
 @mutant("sketch-stage-boot")

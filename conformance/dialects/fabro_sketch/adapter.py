@@ -89,6 +89,9 @@ class FabroSketchAdapter(JsonRpcAdapter):
     exec_reports = frozenset({"stage", "outcome_kind"})  # stdout and stderr are JSON strings: text only
     # The sketch has these methods, but this adapter offers no streams or files facet for them: a
     # plugin declaring the capability false skips as "capability ... not declared".
+    # The sketch has no not-found code: a create whose params name nothing real is -32602, its answer for
+    # bad params (the forkd plugin's InvalidState), which rules.py reads as kind invalid_state.
+    missing_reference_kinds = frozenset({"invalid_state"})
     capabilities_without_method = {"exec.cancel": "cancel a command"}  # declared (false), but no exec/cancel
     wire_methods_without_facet = {
         "streaming exec": ("exec/stream", "exec.streaming"),
