@@ -615,6 +615,21 @@ class ProviderAdapter(ABC):
     events: Events | None = None
     credentials: Credentials | None = None
     wire: Wire | None = None
+    # What the dialect has a message for although this adapter offers no facet for it, by the neutral
+    # words steps ask a facet with ("streaming exec", "read a file"): (method, the capability gating it).
+    # A missing facet is then "capability X not declared" when X is declared false, never "cannot express".
+    wire_methods_without_facet: Mapping[str, tuple[str, str]] = {}
+    # Capabilities a provider of this dialect may declare (the forkd plugin declares `exec.cancel: false`)
+    # although the dialect has no message to exercise them, with the neutral words of what is missing: a
+    # scenario gated on one is "the <dialect> dialect cannot express: <words>", whatever is declared.
+    capabilities_without_method: Mapping[str, str] = {}
+    # Capabilities other dialects gate that this one has as core methods, with no flag to declare (v1's
+    # sandbox/stop is core, the sketch's is gated by lifecycle.stop): a @cap: gate on one always applies.
+    core_capabilities: frozenset[str] = frozenset()
+    # The neutral error kinds with which this dialect refuses a create that names something that does not
+    # exist (a snapshot): "not found" or "invalid spec". Any other failure (an internal error relaying a 404)
+    # says the provider broke, not that the thing is missing.
+    missing_reference_kinds: frozenset[str] = frozenset({"not_found", "invalid_spec"})
 
     def __init__(self) -> None:
         self.ledger = SandboxLedger()

@@ -8,6 +8,8 @@ the scenario's outcome and the command's exit code::
     ├── HarnessError               the suite or its environment broke               → outcome "error"
     │   └── ProviderStartError     the provider could not be started or handshaken  → exit 2 / "error"
     ├── NotExpressible             the dialect has no way to ask for this          → outcome "skipped"
+    │   └── NotDriven              the dialect has the message, the suite does not drive it yet
+    ├── CapabilityNotDeclared      the dialect has it, the provider declares it false → outcome "skipped"
     ├── ProviderViolation          the provider broke a rule                        → outcome "failed"
     │   ├── WireViolation          a line that is not a JSON-RPC message, a batch, a bad envelope
     │   ├── SchemaViolation        a message that does not match the dialect's JSON Schema
@@ -51,6 +53,25 @@ class NotExpressible(ConformanceError):
         self.dialect = dialect
         self.operation = operation
         super().__init__(f"the {dialect} dialect cannot express: {operation}")
+
+
+class NotDriven(NotExpressible):
+    """The dialect has a message for this (``method``) and the provider declares it, but the suite's
+    adapter of that dialect does not drive it yet: skipped, saying so, never "cannot express"."""
+
+    def __init__(self, dialect: str, operation: str, method: str) -> None:
+        super().__init__(dialect, operation)
+        self.method = method
+        ConformanceError.__init__(self, f"the suite does not drive the {dialect} dialect's {method} yet: {operation}")
+
+
+class CapabilityNotDeclared(ConformanceError):
+    """The dialect can ask for this, but the provider declares the capability that gates it false:
+    the scenario does not apply (skipped as ``capability X not declared``, as a ``@cap:`` gate would)."""
+
+    def __init__(self, capability: str) -> None:
+        self.capability = capability
+        super().__init__(f"capability {capability} not declared")
 
 
 class ProviderViolation(ConformanceError, AssertionError):

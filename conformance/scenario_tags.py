@@ -3,6 +3,8 @@
     @id:<slug>           the scenario's stable id (never changes when the title does); required
     @req:<REQ-ID>        a requirement the scenario verifies; one or more
     @must @should @may   the requirement level (RFC 2119); exactly one
+    @gap                 ...or, for a scenario backed only by GAP-n requirements (proposals, not protocol
+                         rules), the gap level: a failure is a finding of the gap section, never a verdict reason
     @cap:<dotted>        a capability the provider must declare for the scenario to apply
     @dialect:<name>      the scenario only applies to providers speaking this dialect
 """
@@ -13,7 +15,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-LEVELS = ("must", "should", "may")
+LEVELS = ("must", "should", "may", "gap")
 ID_PATTERN = re.compile(r"^[a-z0-9]+(?:[.-][a-z0-9]+)*$")
 REQ_PATTERN = re.compile(r"^[A-Z][A-Z0-9]*-[0-9A-Z]+$")
 
@@ -62,7 +64,7 @@ class ScenarioTags:
             found.append("has no @req:<id> tag")
         found.extend(f"requirement tag {r!r} is malformed" for r in self.requirements if not REQ_PATTERN.match(r))
         if self.level is None:
-            found.append("needs exactly one of @must, @should, @may")
+            found.append("needs exactly one of @must, @should, @may, @gap")
         return found
 
     def tag_set(self) -> set[str]:

@@ -99,11 +99,18 @@ Feature: Running commands
     Then the command was ended by signal 15
 
   # The command ends by itself after 10 seconds, so a provider that ignores the timeout fails quickly.
-  @id:exec-timeout @req:SDP1-074 @req:SDP1-036 @must
+  # Timeouts are per dialect: v1's timeout_ms and duration_ms (SDP1-074, SDP1-036) here, the sketch's
+  # whole-second timeout_secs and a result without a duration (SKETCH-011) in sketch-exec-timeout.
+  @id:exec-timeout @req:SDP1-074 @req:SDP1-036 @must @dialect:sandbox-driver-v1
   Scenario: A command that outlives its timeout is a normal result that says it timed out
     When I run `printf started; sleep 10; printf finished` with a timeout of 1 second
     Then the result says the command timed out, at most 4 seconds after the timeout
     And its duration is a whole number of milliseconds, at least the 1 second timeout
+
+  @id:sketch-exec-timeout @req:SKETCH-011 @must @dialect:fabro-sketch
+  Scenario: A command that outlives its timeout_secs is a normal result that says it timed out
+    When I run `printf started; sleep 10; printf finished` with a timeout of 1 second
+    Then the result says the command timed out, at most 4 seconds after the timeout
 
   @id:exec-relative-working-dir @req:SDP1-081 @must
   Scenario: A relative working directory is taken relative to the sandbox's working directory

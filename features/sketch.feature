@@ -12,7 +12,6 @@ Feature: The fabro provider-plugin sketch
     Examples:
       | operation                 | capability          |
       | stream a command's output | exec.streaming      |
-      | cancel a command          | exec.cancel         |
       | read a file natively      | fs.native           |
       | write a file natively     | fs.native           |
       | list a directory natively | fs.native           |

@@ -31,7 +31,7 @@ from conformance.adapter import (
     Terminals,
     Wire,
 )
-from conformance.errors import ApplicationErrorAnswer, NotExpressible, ProviderCallError
+from conformance.errors import ApplicationErrorAnswer, CapabilityNotDeclared, NotDriven, NotExpressible, ProviderCallError
 
 from ._state import (
     CapabilitiesState,
@@ -150,7 +150,12 @@ class World:
         provider = provider or self.provider
         found = getattr(provider, name)
         if found is None:
-            raise NotExpressible(provider.dialect, what)
+            method, capability = provider.wire_methods_without_facet.get(what, (None, None))
+            if method is None:
+                raise NotExpressible(provider.dialect, what)
+            if not provider.capabilities.declares(capability):
+                raise CapabilityNotDeclared(capability)
+            raise NotDriven(provider.dialect, what, method)
         return found
 
     def files(self, what: str, provider: ProviderAdapter | None = None) -> Files:

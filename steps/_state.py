@@ -192,6 +192,8 @@ class GapsState:
     # the resources the create asked for
     memory_mb: int | None = None
     cpu_cores: int | None = None
+    # what the command was sent to: "a sandbox id that was never issued" or "a deleted sandbox"
+    exec_target: str | None = None
 
 
 @dataclass

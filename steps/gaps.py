@@ -27,6 +27,13 @@ def _present(world: World, sandbox_id: str, path: str) -> bool:
     return run_ok(world, sandbox_id, f"if [ -e {path} ]; then echo yes; else echo no; fi").strip() == b"yes"
 
 
+def _names(error: ApplicationErrorAnswer, name: str) -> bool:
+    """Does a refusal name ``name``: in its message, or in its detail (an id, a field's value)?"""
+    detail = error.detail if isinstance(error.detail, dict) else {}
+    return name in error.message or any(name == value or (isinstance(value, str) and name in value)
+                                        for value in detail.values())
+
+
 def _refused_as_unsupported(world: World, outcome: Attempt, capability: str, what: str) -> bool:
     """True when ``outcome`` is an honest refusal of an undeclared capability; fails on a dishonest one."""
     if outcome.error is None:
@@ -114,10 +121,19 @@ def _(world: World) -> None:
 @then("the create is refused with an error, not started from something else")
 def _(world: World) -> None:
     missing = world.require(world.gaps.missing_snapshot, "create from a snapshot that does not exist")
-    expect(world.last.error is not None,
+    error = world.last.error
+    expect(error is not None,
            f"creating a sandbox from snapshot {missing!r}, which does not exist, succeeded with sandbox "
            f"{getattr(world.last.answer, 'id', world.last.answer)!r}: the provider started it from something else")
-    world.note_finding("GAP-1", "refused", f"a create from the missing snapshot {missing!r} was refused: {world.last.error}")
+    kinds = world.provider.missing_reference_kinds
+    expect(isinstance(error, ApplicationErrorAnswer) and error.kind in kinds,
+           f"creating a sandbox from snapshot {missing!r}, which does not exist, must be refused as "
+           f"{' or '.join(sorted(kinds))} naming it; it failed otherwise: {error} — a provider failure is not an "
+           "honest refusal (it may relay the missing snapshot, or something else broke)")
+    assert isinstance(error, ApplicationErrorAnswer)
+    expect(_names(error, missing),
+           f"the refusal of a create from snapshot {missing!r} does not name the snapshot: {error}")
+    world.note_finding("GAP-1", "refused", f"a create from the missing snapshot {missing!r} was refused: {error}")
 
 
 # -- GAP 2: resources ----------------------------------------------------------------------------
@@ -222,11 +238,13 @@ def _(world: World) -> None:
 @when("I run a command in a sandbox id that was never issued")
 def _(world: World) -> None:
     never_issued = world.token("conformance-never-issued")
+    world.gaps.exec_target = "a sandbox id that was never issued"
     world.outcome = world.provider.exec(never_issued, ExecRequest("true"))
 
 
 @when("I run a command in the deleted sandbox")
 def _(world: World) -> None:
+    world.gaps.exec_target = "a deleted sandbox"
     world.outcome = world.provider.exec(world.require_sandbox().id, ExecRequest("true"))
 
 
@@ -234,8 +252,9 @@ def _(world: World) -> None:
 def _(world: World) -> None:
     outcome: ExecOutcome | None = world.outcome
     assert outcome is not None
+    target = world.gaps.exec_target or "a sandbox that does not exist"
     expect(outcome.outcome == "infra",
-           f"the command could not run, so the provider must answer an error; it reported {outcome.describe()}, "
-           "which a host would read as the command's own verdict")
+           f"{target} ran a command: it could not run, so the provider must answer an error; it reported "
+           f"{outcome.describe()}, which a host would read as the command's own verdict")
     world.note_finding("GAP-3", "supported", f"answered an error: {outcome.error}")
 

@@ -339,6 +339,15 @@ def _(world: World, state: str) -> None:
     _expect_state(world, world.require_sandbox().id, state)
 
 
+@then("the sandbox is described in one of the protocol's sandbox states")
+def _(world: World) -> None:
+    sandbox_id = world.require_sandbox().id
+    state = world.provider.describe(sandbox_id).state
+    world.lifecycle.states_seen.append(state)
+    expect(state in KNOWN_STATES, f"the sandbox ({sandbox_id}) is described in state {state!r}, which is not one of "
+                                  f"the protocol's sandbox states ({', '.join(sorted(KNOWN_STATES))})")
+
+
 @then("every state reported along the way is one of the protocol's sandbox states")
 def _(world: World) -> None:
     seen = world.lifecycle.states_seen

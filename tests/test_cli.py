@@ -78,7 +78,7 @@ def test_list_names_every_scenario_with_its_tags() -> None:
     ids = [entry["id"] for entry in entries]
     assert len(ids) == len(set(ids))
     assert {"handshake-identity", "exec-exit-code[42]", "optional-operation[pause]"} <= set(ids)
-    assert all(entry["requirements"] and entry["level"] in ("must", "should", "may") for entry in entries)
+    assert all(entry["requirements"] and entry["level"] in ("must", "should", "may", "gap") for entry in entries)
 
 
 def test_a_failure_carries_requirement_step_transcript_stderr_and_a_working_reproduction(suite, tmp_path) -> None:

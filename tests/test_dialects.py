@@ -97,3 +97,74 @@ def test_a_silently_ignored_size_is_reported_as_a_violation(tmp_path) -> None:
     gap = run.results["gaps"]["GAP-2"]
     assert gap["status"] == "violated"
     assert "silently ignored" in gap["scenarios"][0]["detail"]
+
+
+def test_a_failed_gap_scenario_is_a_gap_finding_never_a_verdict_reason(tmp_path) -> None:
+    """exec-deleted-sandbox-is-an-error is backed only by GAP-3 (a proposal, not a v1 rule): the
+    mutant that runs commands in deleted sandboxes is reported in the gap section and as a warning,
+    counted under `gap`, and the run still passes, even with --strict."""
+    run = inprocess.run_suite(inprocess.plugin(mutant="deleted-sandbox-exit-127"), tmp_path,
+                              scenarios=("exec-deleted-sandbox-is-an-error", "exec-nonzero-is-a-result"), strict=True)
+    results = run.results
+    assert run.with_outcome("failed") == {"exec-deleted-sandbox-is-an-error"}
+    assert run.with_outcome("passed") == {"exec-nonzero-is-a-result"}
+    assert run.exit_code == 0 and results["verdict"]["passed"], results["verdict"]
+    assert any("GAP finding" in w and "exec-deleted-sandbox-is-an-error" in w for w in results["verdict"]["warnings"])
+    assert results["summary"]["levels"]["gap"] == {"failed": 1}
+    entry = next(s for s in results["gaps"]["GAP-3"]["scenarios"] if s["id"] == "exec-deleted-sandbox-is-an-error")
+    assert entry["status"] == "violated" and entry["detail"].startswith("a deleted sandbox ran a command"), entry
+    assert results["gaps"]["GAP-3"]["status"] == "violated"
+    assert "GAP FINDING exec-deleted-sandbox-is-an-error" in run.output
+    assert "GAP" in run.output.split("GAP FINDING", 1)[1]  # the level row of the summary table
+
+
+def test_skip_reasons_tell_the_truth(tmp_path) -> None:
+    """"cannot express" only where the dialect has no such message; a method the dialect has but the
+    provider declares false is "capability X not declared"; the sketch has no exec/cancel at all, and
+    v1's exec/cancel runs against the v1 reference, which declares it."""
+    sketch = inprocess.run_suite(inprocess.plugin("--dialect", "fabro-sketch"), tmp_path / "sketch", scenarios=(
+        "stream-output-before-response", "fs-write-replaces", "fs-create-dir", "stream-cancel",
+        "optional-operation[cancel-a-command]", "optional-operation[stream-a-command-s-output]"))
+    messages = {s["id"]: s["message"] for s in sketch.results["scenarios"] if s["outcome"] == "skipped"}
+    assert messages == {
+        "stream-output-before-response": "capability exec.streaming not declared",  # the sketch has exec/stream
+        "fs-write-replaces": "capability fs.native not declared",  # ... and fs/writeFile
+        "fs-create-dir": "the fabro-sketch dialect cannot express: create a directory",  # ... but no mkdir
+        "stream-cancel": "the fabro-sketch dialect cannot express: cancel a command",  # ... and no exec/cancel
+        "optional-operation[cancel-a-command]": "the fabro-sketch dialect cannot express: cancel a command",
+    }, messages
+    assert sketch.with_outcome("passed") == {"optional-operation[stream-a-command-s-output]"}
+    v1 = inprocess.run_suite(inprocess.plugin(), tmp_path / "v1", scenarios=("optional-operation[cancel-a-command]",))
+    assert v1.with_outcome("passed") == {"optional-operation[cancel-a-command]"}, v1.outcomes()
+
+
+def test_a_sketch_plugin_without_stop_passes_the_stop_row_and_skips_the_stop_cycle(tmp_path) -> None:
+    """lifecycle.stop false (the forkd plugin's declaration) and sandbox/stop refused: the optional-operation
+    row passes, and the stop cycles are gated off, not failed. v1 has stop as a core method: they run."""
+    scenarios = ("optional-operation[stop-the-sandbox]", "stop-start-cycle", "stop-describes-stopped")
+    run = inprocess.run_suite(inprocess.plugin(mutant="sketch-stop-not-offered"), tmp_path / "sketch",
+                              scenarios=scenarios, strict=True)
+    assert run.exit_code == 0, run.output[-3000:]
+    assert run.with_outcome("passed") == {"optional-operation[stop-the-sandbox]"}
+    skipped = {s["id"]: s["message"] for s in run.results["scenarios"] if s["outcome"] == "skipped"}
+    assert skipped == {"stop-start-cycle": "capability lifecycle.stop not declared",
+                       "stop-describes-stopped": "capability lifecycle.stop not declared"}
+    v1 = inprocess.run_suite(inprocess.plugin(), tmp_path / "v1", scenarios=scenarios[1:], strict=True)
+    assert v1.with_outcome("passed") == set(scenarios[1:]), v1.outcomes()
+
+
+def test_a_plugin_that_silently_overwrites_its_sandbox_is_detected_as_one_per_process(tmp_path) -> None:
+    """The forkd plugin accepts a second create by replacing its one sandbox (and describes statically):
+    the probe sees the first sandbox's marker file gone and picks "one", so every sandbox gets its own
+    process and the run stays correct."""
+    adapter = open_provider(inprocess.plugin(mutant="sketch-create-overwrites"))
+    try:
+        assert adapter.sandboxes_per_process == "one"
+    finally:
+        adapter.close()
+    run = inprocess.run_suite(inprocess.plugin(mutant="sketch-create-overwrites"), tmp_path, scenarios=(
+        "create-describe-delete", "delete-twice", "exec-exit-code[42]", "exec-env", "exec-nonzero-is-a-result"))
+    assert run.exit_code == 0, run.output[-3000:]
+    assert run.results["provider"]["sandboxes_per_process"] == "one"
+    assert run.with_outcome("passed") == {"create-describe-delete", "delete-twice", "exec-exit-code[42]", "exec-env",
+                                          "exec-nonzero-is-a-result"}

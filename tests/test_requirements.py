@@ -17,7 +17,8 @@ from conformance.requirements import Requirement, coverage, load, problems
 from conformance.scenario_tags import ScenarioTags
 
 SUITE_DERIVED = {"SDP1-S01", "SDP1-S02", "SDP1-S03", "SDP1-S04", "SDP1-S05", "SDP1-S07", "SDP1-S08",
-                 "SDP1-S09", "SDP1-S10", "SDP1-S11", "SDP1-S12", "SDP1-S13", "SDP1-S14", "SDP1-S15", "SDP1-S16", "SDP1-S17"}
+                 "SDP1-S09", "SDP1-S10", "SDP1-S11", "SDP1-S12", "SDP1-S13", "SDP1-S14", "SDP1-S15", "SDP1-S16", "SDP1-S17",
+                 "SDP1-S18"}
 
 
 def _scenario(sid: str, *tags: str, feature: str = "fake.feature") -> SimpleNamespace:
@@ -63,8 +64,9 @@ def test_host_and_unobservable_items_say_why_they_are_excluded() -> None:
 def test_levels_follow_the_protocol_wording() -> None:
     requirements = load()
     assert requirements["SDP1-121"].level == "SHOULD"
-    assert all(r.level == "MUST" for r in requirements.values() if r.id in SUITE_DERIVED)
-    assert {r.level for r in requirements.values()} <= {"MUST", "SHOULD", "MAY"}
+    assert all(r.level == "MUST" for r in requirements.values() if r.id in SUITE_DERIVED - {"SDP1-S18"})
+    assert requirements["SDP1-S18"].level == "SHOULD"  # the protocol states no state after stop: a SHOULD
+    assert {r.level for r in requirements.values()} <= {"MUST", "SHOULD", "MAY", "GAP"}
 
 
 def _write_registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, text: str) -> str:
@@ -185,3 +187,28 @@ def test_lint_prints_each_problem_and_exits_1_or_a_summary_and_exits_0() -> None
         assert lint.returncode == 0, lint.stdout + lint.stderr
         assert len(lint.stdout.splitlines()) == 1 and "OK" in lint.stdout
     assert "Traceback" not in lint.stderr
+
+
+def test_problems_names_a_scenario_whose_level_disagrees_with_its_gap_requirements() -> None:
+    requirements = {"GAP-3": Requirement(id="GAP-3", level="GAP", section="gaps", text="a proposal", testability="BB"),
+                    "SDP1-001": _requirement("SDP1-001")}
+
+    def scenario(sid: str, level: str, *reqs: str) -> SimpleNamespace:
+        return SimpleNamespace(id=sid, feature="gaps.feature",
+                               tags=ScenarioTags.parse({f"id:{sid}", level, *(f"req:{r}" for r in reqs)}))
+
+    found = problems(requirements, [scenario("only-gap-as-must", "must", "GAP-3"), scenario("only-gap", "gap", "GAP-3"),
+                                    scenario("gap-and-rule-as-gap", "gap", "GAP-3", "SDP1-001"),
+                                    scenario("gap-and-rule", "must", "GAP-3", "SDP1-001")])
+    assert len(found) == 2, found
+    assert "only-gap-as-must" in found[0] and "@gap" in found[0]
+    assert "gap-and-rule-as-gap" in found[1] and "SDP1-001" in found[1]
+
+
+def test_gap_requirements_have_the_gap_level_and_only_gap_backed_scenarios_are_gap() -> None:
+    assert {r.level for rid, r in load().items() if rid.startswith("GAP-")} == {"GAP"}
+    levels = {s.id: s.tags.level for s in all_scenarios()}
+    assert levels["exec-deleted-sandbox-is-an-error"] == "gap"
+    assert levels["resources-memory"] == levels["exec-nonzero-is-a-result"] == "must"
+    listing = json.loads(_cli("list", "--requirements", "--json").stdout)
+    assert {row["id"]: row["level"] for row in listing["requirements"]}["GAP-3"] == "GAP"

@@ -24,15 +24,16 @@ from conformance.adapter import ProviderAdapter
 from conformance.config import RunConfig
 from conformance.connections import ProviderConnections
 from conformance.engine import RunFacts
-from conformance.errors import ConformanceError, NotExpressible
+from conformance.errors import CapabilityNotDeclared, ConformanceError, NotExpressible
 from conformance.plugin import fixtures, outcomes, selection, steps
 from conformance.plugin.finish import finish_run, print_summary
 from conformance.plugin.keys import INFO, RUN, STATE, WORKER_CONFIG, RunState, state_of
 from conformance.reporting.baseline import Baseline
 from conformance.transcript import REDACTOR
+from conformance.scenario_tags import LEVELS
 
 MARKERS = (("scenario_id(id)", "stable scenario id"), ("requirement(id)", "requirement"),
-           ("level(name)", "must/should/may"), ("capability(name)", "capability gate"),
+           ("level(name)", "must/should/may/gap"), ("capability(name)", "capability gate"),
            ("dialect(name)", "dialect gate"))
 _TAG_MARKS = {"id": "scenario_id", "req": "requirement", "cap": "capability", "dialect": "dialect"}
 
@@ -69,7 +70,7 @@ class ConformancePlugin:
         if sep and prefix in _TAG_MARKS:
             getattr(pytest.mark, _TAG_MARKS[prefix])(value)(function)
             return True
-        if tag in ("must", "should", "may"):
+        if tag in LEVELS:
             pytest.mark.level(tag)(function)
             return True
         return None
@@ -107,6 +108,8 @@ class ConformancePlugin:
             result = yield
         except NotExpressible as gap:
             outcomes.skip_not_expressible(item, gap)
+        except CapabilityNotDeclared as undeclared:
+            outcomes.skip_not_declared(item, undeclared)
         except BaseException:
             outcomes.note_violations(item)
             raise

@@ -10,6 +10,7 @@ from faker import Faker
 
 from conformance.adapter import ProviderAdapter
 from conformance.connections import ProviderConnections, scenario_owner
+from conformance.errors import NotExpressible
 from conformance.plugin.keys import INFO, RUN, SKIP_CAUSE, ScenarioRun, state_of
 
 
@@ -32,7 +33,12 @@ def _conformance_scenario(request: pytest.FixtureRequest) -> Iterator[None]:
         item.stash[SKIP_CAUSE] = "other dialect"
         pytest.skip(f"applies to dialect {', '.join(info.dialects)} only; the provider speaks {adapter.dialect}")
     for capability in info.capabilities:
-        if not adapter.capabilities.declares(capability):
+        missing = adapter.capabilities_without_method.get(capability)
+        if missing is not None:
+            item.stash[SKIP_CAUSE] = "not expressible"
+            pytest.skip(str(NotExpressible(adapter.dialect, missing)))
+    for capability in info.capabilities:
+        if capability not in adapter.core_capabilities and not adapter.capabilities.declares(capability):
             item.stash[SKIP_CAUSE] = "not declared"
             pytest.skip(f"capability {capability} not declared")
     state.facts.unattributed.extend(str(v) for v in adapter.take_violations())

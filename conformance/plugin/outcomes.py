@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conformance import requirements
-from conformance.errors import ConformanceError, NotExpressible, WireViolation, is_provider_fault
+from conformance.errors import CapabilityNotDeclared, ConformanceError, NotExpressible, WireViolation, is_provider_fault
 from conformance.plugin.keys import INFO, RUN, SKIP_CAUSE, RunState
 from conformance.reporting.model import PhaseReport
 from conformance.transcript import REDACTOR
@@ -33,6 +33,12 @@ def raise_violations(item: pytest.Item) -> None:
 def skip_not_expressible(item: pytest.Item, gap: NotExpressible) -> None:
     item.stash[SKIP_CAUSE] = "not expressible"
     pytest.skip(str(gap))
+
+
+def skip_not_declared(item: pytest.Item, undeclared: CapabilityNotDeclared) -> None:
+    """A step found the dialect can ask for it but the provider declares it false: as a @cap: gate."""
+    item.stash[SKIP_CAUSE] = "not declared"
+    pytest.skip(str(undeclared))
 
 
 def phase_report(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport,

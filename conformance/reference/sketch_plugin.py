@@ -38,7 +38,6 @@ CAPABILITIES: dict[str, Any] = {
 # Methods of the sketch this plugin refuses, with the capability flag that would authorize them.
 REFUSED = {
     "exec/stream": ("exec", "streaming"),
-    "exec/cancel": ("exec", "cancel"),
     "fs/readFile": ("fs", "native"),
     "fs/writeFile": ("fs", "native"),
     "fs/listDirectory": ("fs", "native"),

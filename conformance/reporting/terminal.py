@@ -36,7 +36,10 @@ def render_summary(document: dict[str, Any], width: int = 110, color: bool = Fal
             continue
         if scenario["outcome"] not in ("failed", "error"):
             continue
-        console.print(Text(f"{scenario['outcome'].upper()} {scenario['id']}", style=_STYLE[scenario["outcome"]]),
+        label = scenario["outcome"].upper()
+        if scenario["outcome"] == "failed" and scenario.get("level") == "gap":
+            label = "GAP FINDING"  # a proposal violated: the gap section's finding, never a verdict reason
+        console.print(Text(f"{label} {scenario['id']}", style=_STYLE[scenario["outcome"]]),
                       Text(f"  {scenario['feature']}: {scenario['name']}"))
         texts = scenario.get("requirement_texts") or {}
         for requirement in scenario["requirements"]:

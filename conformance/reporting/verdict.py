@@ -1,7 +1,8 @@
 """The run's verdict: whether it passes, and every reason it does not, in one line each.
 
 A MUST violation fails the run; a SHOULD violation is a warning unless ``--strict``; a MAY violation is
-information. Errors, stale baselines (``xpass``, entries naming nothing), flaky scenarios and an
+information; a failed GAP scenario (backed only by GAP-n requirements, which are proposals rather than
+protocol rules) is a finding of the gap section and a warning, never a reason, even with ``--strict``. Errors, stale baselines (``xpass``, entries naming nothing), flaky scenarios and an
 interruption fail the run, and so does a run that verified nothing (no scenario selected, or every
 selected scenario skipped): a conformance run must never go green by not looking.
 """
@@ -12,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-LEVELS = ("must", "should", "may")
+LEVELS = ("must", "should", "may", "gap")
 
 
 @dataclass
@@ -57,6 +58,10 @@ def decide(document: dict[str, Any], strict: bool = False, interrupted: bool = F
         else:
             verdict.warnings.append(line + (" (a warning; --strict fails the run)" if level == "should"
                                              else " (informational)"))
+    gap_findings = failing("gap")
+    if gap_findings:
+        verdict.warnings.append(f"{len(gap_findings)} GAP finding(s), reported in the gap section: {_ids(gap_findings)} "
+                                "(a gap is a proposal, not a protocol rule: it never fails the run, even with --strict)")
     errors = [s for s in scenarios if s["outcome"] == "error"]
     if errors:
         verdict.reasons.append(f"{len(errors)} scenario(s) could not be checked (the suite or its "

@@ -25,7 +25,8 @@ HERE = Path(__file__).resolve().parent
 ID_PATTERN = re.compile(r"^(SDP1-(\d{3}|S\d{2})|SKETCH-\d{3}|REST-\d{3}|GAP-\d)$")
 
 NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9.-]*$")
-LEVELS = ("MUST", "SHOULD", "MAY")
+# GAP: a proposal (gaps.yaml) rather than a protocol rule; scenarios backed only by GAP requirements are @gap.
+LEVELS = ("MUST", "SHOULD", "MAY", "GAP")
 TESTABILITIES = ("BB", "BB+F", "HOST", "N")
 BLACK_BOX = ("BB", "BB+F")
 NEEDS_REASON = ("HOST", "N")
@@ -147,6 +148,18 @@ def problems(requirements: Mapping[str, Requirement], scenarios: Iterable[Scenar
             found.append(f"{rid} is excluded ({requirement.excluded}) yet tagged by {', '.join(scenario_ids)}")
         elif requirement.testability in BLACK_BOX and not requirement.excluded and not scenario_ids:
             found.append(f"{rid} ({requirement.testability}, {requirement.level}) has no scenario and no `excluded` reason")
+    for s in scenarios:
+        levels = {requirements[rid].level for rid in s.tags.requirements if rid in requirements}
+        if not levels or s.tags.level is None:
+            continue
+        only_gaps = levels == {"GAP"}
+        if only_gaps and s.tags.level != "gap":
+            found.append(f"scenario {s.id} ({s.feature}) is backed only by GAP requirements, so its level is @gap, "
+                         f"not @{s.tags.level}")
+        elif s.tags.level == "gap" and not only_gaps:
+            found.append(f"scenario {s.id} ({s.feature}) is @gap but verifies a protocol rule too "
+                         f"({', '.join(r for r in s.tags.requirements if requirements.get(r) and requirements[r].level != 'GAP')}): "
+                         "it keeps that rule's level")
     return found
 
 

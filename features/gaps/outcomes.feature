@@ -31,7 +31,7 @@ Feature: GAP 3 — a command that ran versus a sandbox that could not run it
     When I run a command in a sandbox id that was never issued
     Then the provider answers an error, not an exit code
 
-  @id:exec-deleted-sandbox-is-an-error @req:GAP-3 @must
+  @id:exec-deleted-sandbox-is-an-error @req:GAP-3 @gap
   Scenario: A command for a deleted sandbox is an error, not an exit code
     When I delete the sandbox
     And I run a command in the deleted sandbox

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from conformance.reference.host_backend import BackendError
 from conformance.reference.sketch_plugin import (
     INVALID_STATE,
     PROTOCOL_ERROR,
@@ -81,6 +82,20 @@ class SketchUnknownTagBootsDefault(SketchHostPlugin):
             return super().m_sandbox_create({**params, "snapshot_tag": None}) | {"snapshot_tag": tag}
 
 
+@mutant("sketch-unknown-tag-internal-error")
+class SketchUnknownTagInternalError(SketchHostPlugin):
+    """Fails a create from an unknown snapshot tag with -32603 relaying its controller's 404 (what the
+    forkd plugin does with any non-2xx answer), not the sketch's -32602 refusal."""
+
+    def m_sandbox_create(self, params: dict[str, Any]) -> Any:
+        try:
+            return super().m_sandbox_create(params)
+        except BackendError as error:
+            if error.kind != "not_found":
+                raise
+            raise RpcFailure(PROVIDER_FAILURE, f"create returned 404 Not Found: {error.message}") from None
+
+
 @mutant("sketch-stage-boot")
 class SketchStageBoot(SketchHostPlugin):
     """Reports every command that ran as if it had failed at boot."""
@@ -117,6 +132,52 @@ class SketchDeclaredStopRefused(SketchHostPlugin):
 
     def m_sandbox_stop(self, params: dict[str, Any]) -> Any:
         raise RpcFailure(UNSUPPORTED, "this sandbox provider does not support it")
+
+
+@mutant("sketch-stop-not-offered")
+class SketchStopNotOffered(SketchHostPlugin):
+    """Control: declares lifecycle.stop false (as the forkd plugin does) and refuses sandbox/stop honestly."""
+
+    def declared_capabilities(self) -> dict[str, Any]:
+        capabilities = super().declared_capabilities()
+        capabilities["lifecycle"]["stop"] = False
+        return capabilities
+
+    def m_sandbox_stop(self, params: dict[str, Any]) -> Any:
+        raise RpcFailure(UNSUPPORTED, "this sandbox provider does not support it")
+
+
+@mutant("sketch-timeout-as-exit-124")
+class SketchTimeoutAsExit124(SketchHostPlugin):
+    """Reports a command that outlived timeout_secs as exited with code 124, as coreutils timeout would."""
+
+    def m_exec(self, params: dict[str, Any]) -> Any:
+        answer = super().m_exec(params)
+        if answer["termination"] == "timed_out":
+            answer = {**answer, "termination": "exited", "exit_code": 124}
+        return answer
+
+
+@mutant("sketch-create-overwrites")
+class SketchCreateOverwrites(SketchHostPlugin):
+    """Accepts a second create by silently replacing its one sandbox (as the forkd plugin does: it keeps one
+    id), serves any id with the sandbox it has now, and describes statically, echoing the id asked for."""
+
+    def owned(self, params: dict[str, Any]) -> Any:
+        if self.sandbox is None:
+            raise RpcFailure(INVALID_STATE, "sandbox not yet created")
+        return self.sandbox
+
+    def m_sandbox_create(self, params: dict[str, Any]) -> Any:
+        if self.sandbox is not None:
+            self.backend.delete(self.sandbox.id)  # gone without a word (forkd would even leave it running)
+            self.sandbox = None
+        return super().m_sandbox_create(params)
+
+    def m_sandbox_describe(self, params: dict[str, Any]) -> Any:
+        sandbox = self.owned(params)
+        alive = sandbox.state == "running"
+        return {"id": params.get("id"), "state": sandbox.state, "liveness": "alive" if alive else "gone"}
 
 
 @mutant("sketch-many-sandboxes")

@@ -86,6 +86,39 @@ class UnknownSnapshotBootsEmpty(HostPlugin):
         return super().m_sandbox_create(params)
 
 
+def _missing_snapshot(backend: Any, params: dict[str, Any]) -> str | None:
+    """The snapshot name a create asks for, when no such snapshot exists."""
+    source = params["spec"].get("source")
+    if isinstance(source, dict) and "snapshot" in source:
+        name = source["snapshot"]["name"]
+        if not any(name in (record["id"], record["name"]) for record in backend.snapshots()):
+            return name
+    return None
+
+
+@mutant("unknown-snapshot-internal-error")
+class UnknownSnapshotInternalError(HostPlugin):
+    """Fails a create from a missing snapshot with an internal provider error relaying its backend's 404."""
+
+    def m_sandbox_create(self, params: dict[str, Any]) -> Any:
+        name = _missing_snapshot(self.backend, params)
+        if name is not None:
+            raise self.internal_error("sandbox/create", RuntimeError(f"image service answered 404 for snapshot {name}"))
+        return super().m_sandbox_create(params)
+
+
+@mutant("unknown-snapshot-invalid-spec")
+class UnknownSnapshotInvalidSpec(HostPlugin):
+    """Control: refuses a create from a missing snapshot as invalid_spec naming source.snapshot.name."""
+
+    def m_sandbox_create(self, params: dict[str, Any]) -> Any:
+        name = _missing_snapshot(self.backend, params)
+        if name is not None:
+            raise application_error("invalid_spec", f"invalid spec: source.snapshot.name: no snapshot {name}",
+                                    {"field": "source.snapshot.name", "reason": f"no snapshot named {name}"})
+        return super().m_sandbox_create(params)
+
+
 class _WithoutSnapshots(HostPlugin):
     """Declares neither sandbox snapshots nor a snapshot service."""
 

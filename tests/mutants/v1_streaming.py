@@ -462,3 +462,24 @@ class CancelFinishedRefused(HostPlugin):
                                     {"current": "stopped", "action": "unknown"})
         return super().m_exec_cancel(params)
 
+
+
+@mutant("cancel-declared-refused")
+class CancelDeclaredRefused(HostPlugin):
+    """Declares exec.cancel, then refuses every exec/cancel as unsupported."""
+
+    def m_exec_cancel(self, params: dict[str, Any]) -> Any:
+        raise self.unsupported("exec/cancel", "exec.cancel")
+
+
+@mutant("cancel-not-offered")
+class CancelNotOffered(HostPlugin):
+    """Control: declares exec.cancel false and refuses exec/cancel honestly as unsupported, naming it."""
+
+    def declared_capabilities(self) -> dict[str, Any]:
+        capabilities = super().declared_capabilities()
+        capabilities["exec"]["cancel"] = False
+        return capabilities
+
+    def m_exec_cancel(self, params: dict[str, Any]) -> Any:
+        raise self.unsupported("exec/cancel", "exec.cancel")

@@ -33,11 +33,13 @@ from conformance.errors import ApplicationErrorAnswer, NotExpressible
 
 Connect = Callable[[str], JsonRpcConnection]
 CREATE_FIELDS = frozenset({"snapshot_tag"})  # everything the sketch's sandbox/create accepts
+PROBE_MARKER = ".sandbox-conformance-probe"  # written into the probe's first sandbox, relative to its cwd
 
-# Optional operations of the sketch by neutral name: (method, capability, params builder).
+# Optional operations of the sketch by neutral name: (method, capability, params builder). Only methods
+# the sketch defines: it has no exec/cancel (the forkd plugin declares `exec.cancel: false` and answers
+# any method it lacks as a protocol error), so "cancel a command" is not expressible here.
 OPERATIONS: dict[str, tuple[str, str, Callable[[str | None], dict[str, Any]]]] = {
     "stream a command's output": ("exec/stream", "exec.streaming", lambda s: {"id": s, "args": ["true"]}),
-    "cancel a command": ("exec/cancel", "exec.cancel", lambda s: {"id": s, "exec_id": "conformance-none"}),
     "read a file natively": ("fs/readFile", "fs.native", lambda s: {"id": s, "path": "conformance.txt"}),
     "write a file natively": ("fs/writeFile", "fs.native", lambda s: {"id": s, "path": "conformance.txt", "content": ""}),
     "list a directory natively": ("fs/listDirectory", "fs.native", lambda s: {"id": s, "path": "."}),
@@ -85,6 +87,18 @@ class FabroSketchAdapter(JsonRpcAdapter):
     capability_flags = staticmethod(capability_flags)
     vocabulary = VOCABULARY
     exec_reports = frozenset({"stage", "outcome_kind"})  # stdout and stderr are JSON strings: text only
+    # The sketch has these methods, but this adapter offers no streams or files facet for them: a
+    # plugin declaring the capability false skips as "capability ... not declared".
+    # The sketch has no not-found code: a create whose params name nothing real is -32602, its answer for
+    # bad params (the forkd plugin's InvalidState), which rules.py reads as kind invalid_state.
+    missing_reference_kinds = frozenset({"invalid_state"})
+    capabilities_without_method = {"exec.cancel": "cancel a command"}  # declared (false), but no exec/cancel
+    wire_methods_without_facet = {
+        "streaming exec": ("exec/stream", "exec.streaming"),
+        "read a file": ("fs/readFile", "fs.native"),
+        "write a file": ("fs/writeFile", "fs.native"),
+        "list a directory": ("fs/listDirectory", "fs.native"),
+    }
 
     def __init__(self, control: JsonRpcConnection, connect: Connect, command: str,
                  base_spec: Mapping[str, Any] | None = None, call_timeout_s: float = 30.0,
@@ -127,24 +141,56 @@ class FabroSketchAdapter(JsonRpcAdapter):
         return {"sandboxes_per_process": self.sandboxes_per_process}
 
     def detect_sandboxes_per_process(self) -> str:
-        """Ask a throwaway process for two sandboxes: refusing the second means one per process."""
+        """Ask a throwaway process for two sandboxes. Refusing the second means one per process; so does
+        accepting it by silently replacing the first (the forkd plugin keeps one id and overwrites it):
+        after the second create the first must still be served — described under its own id, not gone,
+        and still holding a marker file written into it before the second create."""
         if self.sandboxes_per_process != "auto":
             return self.sandboxes_per_process
         probe = self._connect("probe")
         try:
             probe.call("initialize", {"protocolVersion": PROTOCOL_VERSION}, self.call_timeout_s)
-            first = probe.call("sandbox/create", dict(self.base_spec), self.call_timeout_s)
+            first = str(probe.call("sandbox/create", dict(self.base_spec), self.call_timeout_s)["id"])
+            marked = self._probe_exec(probe, first, f"printf %s {first} > {PROBE_MARKER}") is not None
             try:
                 second = probe.call("sandbox/create", dict(self.base_spec), self.call_timeout_s)
             except ApplicationErrorAnswer:
                 self.sandboxes_per_process = "one"
             else:
-                self.sandboxes_per_process = "many"
-                probe.call("sandbox/delete", {"id": second["id"]}, self.call_timeout_s)
-            probe.call("sandbox/delete", {"id": first["id"]}, self.call_timeout_s)
+                kept = self._still_served(probe, first, marked)
+                self.sandboxes_per_process = "many" if kept else "one"
+                self._probe_delete(probe, str(second["id"]))
+            self._probe_delete(probe, first)
         finally:
             probe.close(grace_s=1.0)
         return self.sandboxes_per_process
+
+    def _probe_exec(self, probe: JsonRpcConnection, sandbox_id: str, script: str) -> str | None:
+        """stdout of a probe command that exited 0, else None."""
+        try:
+            result = probe.call("exec", {"id": sandbox_id, "args": ["sh", "-c", script], "timeout_secs": 10},
+                                self.call_timeout_s + 10)
+        except ApplicationErrorAnswer:
+            return None
+        if not isinstance(result, dict) or result.get("exit_code") != 0 or result.get("outcome_kind") == "infra":
+            return None
+        return str(result.get("stdout", ""))
+
+    def _still_served(self, probe: JsonRpcConnection, first: str, marked: bool) -> bool:
+        try:
+            status = probe.call("sandbox/describe", {"id": first}, self.call_timeout_s)
+        except ApplicationErrorAnswer:
+            return False
+        if not isinstance(status, dict) or str(status.get("id")) != first or status.get("state") in ("deleted", "deleting"):
+            return False
+        # A describe may be a static answer (the forkd plugin's is): the marker says whose files these are.
+        return not marked or self._probe_exec(probe, first, f"cat {PROBE_MARKER}") == first
+
+    def _probe_delete(self, probe: JsonRpcConnection, sandbox_id: str) -> None:
+        try:
+            probe.call("sandbox/delete", {"id": sandbox_id}, self.call_timeout_s)
+        except ApplicationErrorAnswer:
+            pass  # the probe process is closed next; an overwritten id may be gone already
 
     def release(self, owner: str) -> None:
         """Close the processes of sandboxes a scenario created (their deletes have run)."""

@@ -77,6 +77,7 @@ class RestAdapter(ProviderAdapter):
     """One REST provider reached through ``transport`` as ``profile`` describes it."""
 
     dialect = NAME
+    capabilities_without_method = {"lifecycle.stop": "stop a sandbox"}  # no profile operation stops one
     exec_reports: frozenset[str] = frozenset()  # text stdout/stderr and an exit code; no signal, duration, stage
 
     def __init__(self, profile: Profile, transport: HttpTransport, run_labels: Mapping[str, str] | None = None,

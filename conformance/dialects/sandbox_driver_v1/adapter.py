@@ -57,6 +57,7 @@ class SandboxDriverV1Adapter(JsonRpcAdapter):
     dialect = NAME
     capability_flags = staticmethod(capability_flags)
     exec_reports = frozenset({"bytes", "signal", "duration"})
+    core_capabilities = frozenset({"lifecycle.stop"})  # sandbox/stop and sandbox/start are core in v1
     vocabulary = VOCABULARY
 
     def __init__(

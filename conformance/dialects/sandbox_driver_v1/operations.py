@@ -151,6 +151,9 @@ OPERATIONS: dict[str, V1Operation] = {
     "run with stdin": V1Operation("exec/run", "exec.stdin", lambda a, s, args: {
         "sandbox_id": s, "spec": {"command": "cat", "env": {}, "timeout_ms": 10_000,
                                   "stdin_b64": base64.b64encode(b"conformance").decode()}}),
+    # exec/cancel takes an exec id only; cancelling one that is unknown or finished succeeds (SDP1-110).
+    "cancel a command": V1Operation("exec/cancel", "exec.cancel", lambda a, s, args: {
+        "exec_id": args.get("exec_id", "conformance-no-such-exec")}, True),
     "open a stdio process": V1Operation("exec/stdio_open", "exec.stdio_process", lambda a, s, args: {
         "sandbox_id": s, "process_id": a.next_token("stdio"), "spec": {"command": "true", "env": {}}}),
     "open a terminal": V1Operation("pty/open", "pty", lambda a, s, args: {
