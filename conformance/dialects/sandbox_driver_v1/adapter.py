@@ -36,6 +36,7 @@ from conformance.dialects.sandbox_driver_v1.rules import (
     DEFAULT_BASE_SPEC,
     NAME,
     PROTOCOL_VERSION,
+    CAPABILITY_SPELLINGS,
     VOCABULARY,
     capability_flags,
     common_ref,
@@ -56,6 +57,7 @@ class SandboxDriverV1Adapter(JsonRpcAdapter):
 
     dialect = NAME
     capability_flags = staticmethod(capability_flags)
+    capability_spellings = CAPABILITY_SPELLINGS
     exec_reports = frozenset({"bytes", "signal", "duration"})
     vocabulary = VOCABULARY
 
@@ -163,7 +165,7 @@ class SandboxDriverV1Adapter(JsonRpcAdapter):
             status=_status(result["status"]),
             working_directory=result.get("working_directory"),
             runtime_directory=result.get("runtime_directory"),
-            capabilities=Capabilities(caps, capability_flags(caps)),
+            capabilities=Capabilities(caps, capability_flags(caps), CAPABILITY_SPELLINGS),
             raw=result,
         )
 
