@@ -355,3 +355,18 @@ class FsAbsolutePathsJoinedToWorkspace(HostPlugin):
     def _path(self, params: dict[str, Any], key: str = "path") -> Path:
         sandbox = self.backend.get(params["sandbox_id"])
         return Path(f"{sandbox.workspace}/{params[key]}")
+
+
+# -- tolerated forms (controls) ------------------------------------------------------------------------
+
+
+@mutant("control-fs-read-missing-as-io")
+class ControlFsReadMissingAsIo(HostPlugin):
+    """Legal in v1: a read of a missing file fails with kind io (v1's not_found resources are sandbox,
+    snapshot, volume and plugin; not_found naming a file is a v2 rule)."""
+
+    def m_fs_read(self, params: dict[str, Any]) -> Any:
+        path = self._path(params)
+        if not path.exists():
+            raise _io(f"reading {params['path']}", FileNotFoundError(2, "No such file or directory"))
+        return super().m_fs_read(params)
