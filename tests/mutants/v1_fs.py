@@ -7,6 +7,7 @@ truthiness, an option ignored, a stat that follows links, a path resolved agains
 from __future__ import annotations
 
 import base64
+import datetime
 import os
 import shutil
 import stat
@@ -370,3 +371,15 @@ class ControlFsReadMissingAsIo(HostPlugin):
         if not path.exists():
             raise _io(f"reading {params['path']}", FileNotFoundError(2, "No such file or directory"))
         return super().m_fs_read(params)
+
+
+@mutant("fs-metadata-modified-rfc3339")
+class FsMetadataModifiedRfc3339(HostPlugin):
+    """Writes modified_at as an RFC 3339 string, the v2-era form upstream's v1 host cannot decode."""
+
+    def m_fs_metadata(self, params: dict[str, Any]) -> Any:
+        answer = super().m_fs_metadata(params)
+        at = answer["metadata"]["modified_at"]
+        moment = datetime.datetime.fromtimestamp(at["secs_since_epoch"], datetime.UTC)
+        answer["metadata"]["modified_at"] = moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+        return answer
