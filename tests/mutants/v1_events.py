@@ -242,3 +242,17 @@ class ControlEventsOptionalMembersNull(_NotifyRewriting):
         subject = event.get("subject")
         if isinstance(subject, dict) and subject.get("type") != "provider":
             event["subject"] = {**subject, "name": subject.get("name")}
+
+
+# -- routes of a handle's later operations ------------------------------------------------------------
+
+
+@mutant("control-events-delete-on-handle-route")
+class ControlEventsDeleteOnHandleRoute(HostPlugin):
+    """Legal (early v1, as upstream's v1 host plugin): ignores a per-call ``events`` object on
+    sandbox/delete and reports the delete on the route the handle was created or attached with."""
+
+    def dispatch(self, method: str, params: Any) -> Any:
+        if method == "sandbox/delete" and isinstance(params, dict):
+            params = {key: value for key, value in params.items() if key != "events"}
+        return super().dispatch(method, params)
