@@ -37,6 +37,16 @@ class Capabilities:
 
     raw: Any
     flags: Mapping[str, bool]
+    # Other spellings of a canonical name that name the same flag (v1: the capability object's field path
+    # ``access.ssh_revoke`` beside the enum name ``access.ssh.revoke``); both are accepted where a provider
+    # names a capability, e.g. in an unsupported refusal.
+    spellings: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+
+    def names_of(self, name: str) -> set[str]:
+        """Every spelling of the capability ``name``: itself and its aliases, whichever way round."""
+        names = {name, *self.spellings.get(name, ())}
+        names.update(other for other, aliases in self.spellings.items() if name in aliases)
+        return names
 
     def declares(self, name: str) -> bool:
         return bool(self.flags.get(name, False))

@@ -42,14 +42,16 @@ def _declared(world: World, capability: str) -> bool:
 
 def _acceptable_names(world: World, capability: str) -> set[str]:
     """The named capability, or an undeclared capability it belongs to (``snapshots`` for
-    ``snapshots.activation`` when the snapshot service itself is absent)."""
+    ``snapshots.activation`` when the snapshot service itself is absent), in any of its spellings."""
+    declared = world.provider.capabilities
     names = {capability}
     parts = capability.split(".")
     for end in range(1, len(parts)):
         parent = ".".join(parts[:end])
-        if world.provider.capabilities.known(parent) and not _declared(world, parent):
+        if declared.known(parent) and not _declared(world, parent):
             names.add(parent)
-    return names
+    # Each name in every spelling the dialect knows for it (v1: access.ssh.revoke and access.ssh_revoke).
+    return {spelling for name in names for spelling in declared.names_of(name)}
 
 
 @then(parsers.parse("the answer matches whether {capability} is declared for the sandbox"))

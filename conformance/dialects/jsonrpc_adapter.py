@@ -3,7 +3,7 @@ adapter that talks to a plugin over a ``JsonRpcConnection``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from conformance import schemas
@@ -132,6 +132,7 @@ class JsonRpcAdapter(ProviderAdapter):
 
     version_key = "protocol_version"  # where the initialize answer names its protocol version
     capability_flags: Callable[[Any], dict[str, bool]] = staticmethod(lambda raw: {})
+    capability_spellings: Mapping[str, tuple[str, ...]] = {}  # canonical name -> other spellings of it
     vocabulary: WireVocabulary  # each dialect names its own
 
     def __init__(self, connection: JsonRpcConnection, command: str, call_timeout_s: float) -> None:
@@ -162,7 +163,7 @@ class JsonRpcAdapter(ProviderAdapter):
             command=self.command,
         )
         raw = result.get("capabilities")
-        self._capabilities = Capabilities(raw, type(self).capability_flags(raw))
+        self._capabilities = Capabilities(raw, type(self).capability_flags(raw), self.capability_spellings)
 
     @property
     def identity(self) -> ProviderIdentity:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import datetime
 import threading
 import time
 import uuid
@@ -10,8 +9,10 @@ from collections.abc import Callable
 from typing import Any
 
 
-def _now() -> str:
-    return datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+def _now() -> dict[str, int]:
+    """The v1 timestamp: the structural form of a SystemTime (protocol sections 6 and 10)."""
+    now = time.time_ns()
+    return {"secs_since_epoch": now // 1_000_000_000, "nanos_since_epoch": now % 1_000_000_000}
 
 
 def _duration(seconds: float) -> dict[str, int]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import datetime
 import os
 import shutil
 import stat
@@ -93,10 +92,13 @@ class FilesystemMethods:
             info = path.lstat()
         except FileNotFoundError:
             raise not_found("file", params["path"]) from None
-        modified = datetime.datetime.fromtimestamp(info.st_mtime, datetime.UTC)
+        # v1 timestamps are the structural form of a SystemTime (protocol sections 6 and 10); an RFC 3339
+        # string is a fatal decode error for upstream's v1 host.
+        modified_ns = info.st_mtime_ns
         return {"metadata": {
             "kind": _kind(info.st_mode), "size": info.st_size, "mode": stat.S_IMODE(info.st_mode),
-            "modified_at": modified.isoformat(timespec="seconds").replace("+00:00", "Z"),
+            "modified_at": {"secs_since_epoch": modified_ns // 1_000_000_000,
+                            "nanos_since_epoch": modified_ns % 1_000_000_000},
         }}
 
     def m_fs_list_dir(self, params: dict[str, Any]) -> Any:

@@ -150,6 +150,11 @@ EVENT_ACTIONS = {
 }
 
 
+# Methods that make a handle: their `events` route is the route of the handle's later operations that
+# carry no `events` of their own (early v1; late v1 adds a per-call `events` object, which wins).
+HANDLE_METHODS = ("sandbox/create", "sandbox/attach")
+
+
 class HostPlugin(FilesystemMethods, InteractiveMethods, StdioJsonRpcServer):
     """sandbox-driver v1 over the host-directory backend.
 
@@ -167,6 +172,7 @@ class HostPlugin(FilesystemMethods, InteractiveMethods, StdioJsonRpcServer):
         self.backend = backend if backend is not None else self.make_backend()
         self.capabilities = self.declared_capabilities()
         self.events = EventSource(self.provider_kind, self.notify)
+        self._handle_routes: dict[str, dict[str, Any]] = {}  # sandbox id -> route of its create/attach
         self._execs: dict[str, threading.Event] = {}
         self._execs_lock = threading.Lock()
         self.init_interactive()
@@ -205,6 +211,9 @@ class HostPlugin(FilesystemMethods, InteractiveMethods, StdioJsonRpcServer):
         params = params if isinstance(params, dict) else {}
         action, subject_type = EVENT_ACTIONS.get(method, (None, "sandbox"))
         route = params.get("events") if isinstance(params.get("events"), dict) else None
+        if route is None and action and subject_type == "sandbox" and method not in HANDLE_METHODS:
+            # Early v1: a handle's later operations report on the route of its create/attach.
+            route = self._handle_routes.get(str(params.get("sandbox_id")))
         operation = (self.events.operation(route, action, self.event_subject(subject_type, params))
                      if action and route else None)
         try:
@@ -218,7 +227,17 @@ class HostPlugin(FilesystemMethods, InteractiveMethods, StdioJsonRpcServer):
             raise RpcFailure(INVALID_PARAMS, f"invalid params for {method}: missing field {missing}") from None
         if operation is not None:
             operation.completed(self.event_subject(subject_type, params, result))
+        self.remember_handle_route(method, params, result, route)
         return result
+
+    def remember_handle_route(self, method: str, params: dict[str, Any], result: Any,
+                              route: dict[str, Any] | None) -> None:
+        """A create or attach that asked for events gives the handle its route; a delete ends it."""
+        status = result.get("status") if isinstance(result, dict) else None
+        if method in HANDLE_METHODS and route is not None and isinstance(status, dict) and "id" in status:
+            self._handle_routes[str(status["id"])] = route
+        elif method == "sandbox/delete":
+            self._handle_routes.pop(str(params.get("sandbox_id")), None)
 
     def event_subject(self, subject_type: str, params: dict[str, Any], result: Any = None) -> dict[str, Any]:
         """What an event is about; a create knows the new id only once it is done."""

@@ -294,3 +294,35 @@ class StdinDeclaredButUnsupported(HostPlugin):
         if spec.get("stdin_b64") is not None:
             raise self.unsupported("exec/run", "exec.stdin")
         return None
+
+
+# The capability object's field path of every capability whose enum name is spelled differently
+# (protocol section 5.1): upstream writers use both spellings in unsupported details.
+FIELD_PATHS = {
+    "access.preview_urls.signed": "access.signed_preview_urls",
+    "access.ssh.ttl": "access.ssh_ttl",
+    "access.ssh.revoke": "access.ssh_revoke",
+    "snapshots.filesystem": "snapshots.filesystem_from_sandbox",
+    "snapshots.live_process_state": "snapshots.live_process_state_from_sandbox",
+    "snapshots.from_image.container": "snapshots.from_image_kinds.container",
+    "snapshots.from_image.virtual_machine": "snapshots.from_image_kinds.virtual_machine",
+    "snapshots.from_dockerfile.container": "snapshots.from_dockerfile_kinds.container",
+    "snapshots.from_dockerfile.virtual_machine": "snapshots.from_dockerfile_kinds.virtual_machine",
+}
+
+
+@mutant("control-unsupported-field-paths")
+class ControlUnsupportedFieldPaths(HostPlugin):
+    """Legal: names a refused capability by the capability object's field path (access.ssh_revoke,
+    access.signed_preview_urls, snapshots.live_process_state_from_sandbox, ...) instead of its enum name."""
+
+    def dispatch(self, method: str, params: Any) -> Any:
+        try:
+            return super().dispatch(method, params)
+        except RpcFailure as failure:
+            detail = failure.data.get("detail") if isinstance(failure.data, dict) else None
+            if isinstance(detail, dict) and detail.get("capability") in FIELD_PATHS:
+                detail["capability"] = FIELD_PATHS[detail["capability"]]
+                failure.message = failure.data["report"]["message"] = (
+                    f"capability {detail['capability']} is not supported by this provider")
+            raise

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import threading
 from typing import Any
 
@@ -203,3 +204,55 @@ class EventsCarryCommandOutput(HostPlugin):
                              {"type": "notice", "code": "exec.finished",
                               "message": f"command finished; stdout_b64={result['stdout_b64']}"})
         return result
+
+
+# -- encodings of event members ---------------------------------------------------------------------
+
+
+class _NotifyRewriting(_EventMutant):
+    """Rewrites every host/event on its way out with ``rewrite(event)``."""
+
+    def rewrite(self, event: dict[str, Any]) -> None:
+        raise NotImplementedError
+
+    def notify(self, method: str, params: Any) -> None:
+        if method == "host/event" and isinstance(params, dict) and isinstance(params.get("event"), dict):
+            params = {**params, "event": dict(params["event"])}
+            self.rewrite(params["event"])
+        super().notify(method, params)
+
+
+@mutant("events-occurred-at-rfc3339")
+class EventsOccurredAtRfc3339(_NotifyRewriting):
+    """Writes occurred_at as an RFC 3339 string, the v2-era form upstream's v1 host cannot decode."""
+
+    def rewrite(self, event: dict[str, Any]) -> None:
+        at = event["occurred_at"]
+        moment = datetime.datetime.fromtimestamp(at["secs_since_epoch"] + at["nanos_since_epoch"] / 1e9, datetime.UTC)
+        event["occurred_at"] = moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+@mutant("control-events-optional-members-null")
+class ControlEventsOptionalMembersNull(_NotifyRewriting):
+    """Legal: writes the Option members upstream decodes with #[serde(default)] as null instead of omitting
+    them — correlation_id when the request gave none, and a subject's missing name."""
+
+    def rewrite(self, event: dict[str, Any]) -> None:
+        event.setdefault("correlation_id", None)
+        subject = event.get("subject")
+        if isinstance(subject, dict) and subject.get("type") != "provider":
+            event["subject"] = {**subject, "name": subject.get("name")}
+
+
+# -- routes of a handle's later operations ------------------------------------------------------------
+
+
+@mutant("control-events-delete-on-handle-route")
+class ControlEventsDeleteOnHandleRoute(HostPlugin):
+    """Legal (early v1, as upstream's v1 host plugin): ignores a per-call ``events`` object on
+    sandbox/delete and reports the delete on the route the handle was created or attached with."""
+
+    def dispatch(self, method: str, params: Any) -> Any:
+        if method == "sandbox/delete" and isinstance(params, dict):
+            params = {key: value for key, value in params.items() if key != "events"}
+        return super().dispatch(method, params)

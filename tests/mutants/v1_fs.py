@@ -7,6 +7,7 @@ truthiness, an option ignored, a stat that follows links, a path resolved agains
 from __future__ import annotations
 
 import base64
+import datetime
 import os
 import shutil
 import stat
@@ -355,3 +356,30 @@ class FsAbsolutePathsJoinedToWorkspace(HostPlugin):
     def _path(self, params: dict[str, Any], key: str = "path") -> Path:
         sandbox = self.backend.get(params["sandbox_id"])
         return Path(f"{sandbox.workspace}/{params[key]}")
+
+
+# -- tolerated forms (controls) ------------------------------------------------------------------------
+
+
+@mutant("control-fs-read-missing-as-io")
+class ControlFsReadMissingAsIo(HostPlugin):
+    """Legal in v1: a read of a missing file fails with kind io (v1's not_found resources are sandbox,
+    snapshot, volume and plugin; not_found naming a file is a v2 rule)."""
+
+    def m_fs_read(self, params: dict[str, Any]) -> Any:
+        path = self._path(params)
+        if not path.exists():
+            raise _io(f"reading {params['path']}", FileNotFoundError(2, "No such file or directory"))
+        return super().m_fs_read(params)
+
+
+@mutant("fs-metadata-modified-rfc3339")
+class FsMetadataModifiedRfc3339(HostPlugin):
+    """Writes modified_at as an RFC 3339 string, the v2-era form upstream's v1 host cannot decode."""
+
+    def m_fs_metadata(self, params: dict[str, Any]) -> Any:
+        answer = super().m_fs_metadata(params)
+        at = answer["metadata"]["modified_at"]
+        moment = datetime.datetime.fromtimestamp(at["secs_since_epoch"], datetime.UTC)
+        answer["metadata"]["modified_at"] = moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+        return answer

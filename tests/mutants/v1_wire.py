@@ -4,7 +4,7 @@ the capability declaration, error answers, encodings, tolerant reading, health a
 Each models a bug a real provider could ship: a debug print on stdout, a pretty-printer left on, a
 read loop that drops lines, ids that pass through a double, a serde struct that denies unknown fields.
 The controls at the end are honest doubles the reference cannot be: they prove that a scenario also
-passes for a provider that takes the other permitted road (an unhealthy status, RFC 3339 timestamps).
+passes for a provider that takes the other permitted road (an unhealthy status, an error id of null).
 """
 
 from __future__ import annotations
@@ -475,12 +475,24 @@ class ControlHealthUnreachable(HostPlugin):
                            "missing_permissions": []}}
 
 
-@mutant("control-timestamps-rfc3339")
-class ControlTimestampsRfc3339(HostPlugin):
-    """Writes timestamps as RFC 3339 strings, the form newer writers use."""
+@mutant("describe-timestamp-rfc3339")
+class DescribeTimestampRfc3339(HostPlugin):
+    """Writes sandbox timestamps as RFC 3339 strings, the form of v2-era writers, which upstream's v1 host
+    cannot decode (a v1 timestamp is {secs_since_epoch, nanos_since_epoch})."""
 
-    def status(self, sandbox: Any) -> dict[str, Any]:
-        status = super().status(sandbox)
-        created = datetime.datetime.fromtimestamp(sandbox.created_at, datetime.UTC)
-        status["created_at"] = created.isoformat(timespec="microseconds").replace("+00:00", "Z")
-        return status
+    def m_sandbox_describe(self, params: dict[str, Any]) -> Any:
+        answer = super().m_sandbox_describe(params)
+        created = answer["status"]["created_at"]
+        moment = datetime.datetime.fromtimestamp(created["secs_since_epoch"] + created["nanos_since_epoch"] / 1e9,
+                                                 datetime.UTC)
+        answer["status"]["created_at"] = moment.isoformat(timespec="microseconds").replace("+00:00", "Z")
+        return answer
+
+
+@mutant("control-unreadable-id-null")
+class ControlUnreadableIdNull(HostPlugin):
+    """Answers a line whose id cannot be read with id null, as JSON-RPC 2.0 section 5 says (the reference
+    answers id 0; both are accepted)."""
+
+    def malformed(self, reason: str) -> None:
+        self.respond_error(None, RpcFailure(INVALID_REQUEST, f"malformed message: {reason}"))

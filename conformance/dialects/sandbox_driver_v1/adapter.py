@@ -36,6 +36,7 @@ from conformance.dialects.sandbox_driver_v1.rules import (
     DEFAULT_BASE_SPEC,
     NAME,
     PROTOCOL_VERSION,
+    CAPABILITY_SPELLINGS,
     VOCABULARY,
     capability_flags,
     common_ref,
@@ -56,6 +57,7 @@ class SandboxDriverV1Adapter(JsonRpcAdapter):
 
     dialect = NAME
     capability_flags = staticmethod(capability_flags)
+    capability_spellings = CAPABILITY_SPELLINGS
     exec_reports = frozenset({"bytes", "signal", "duration"})
     core_capabilities = frozenset({"lifecycle.stop"})  # sandbox/stop and sandbox/start are core in v1
     vocabulary = VOCABULARY
@@ -78,6 +80,11 @@ class SandboxDriverV1Adapter(JsonRpcAdapter):
         self.streams = V1Streams(self)
         self.operations = V1Operations(self)
         self.events = V1Events(self)
+        # Early v1 (upstream's v1 host plugin) reports a handle's later operations on the route of its
+        # create/attach; late v1 adds a per-call `events` object. Both are accepted: a delete that asks for
+        # events also collects the delete's events that arrive on the routes its handle was given.
+        self._handle_routes: dict[str, list[str]] = {}  # sandbox id -> route ids of its create/attach
+        self._diverted: dict[str, dict[str, EventRoute]] = {}  # handle route id -> action -> the asking route
 
     def _call(self, method: str, params: Any, timeout_s: float | None = None) -> Any:
         return self.connection.call(method, params, timeout_s or self.call_timeout_s)
@@ -107,7 +114,9 @@ class SandboxDriverV1Adapter(JsonRpcAdapter):
         def collect(inbound: Inbound) -> None:
             params = inbound.message.get("params") or {}
             event = params.get("event") if isinstance(params.get("event"), dict) else {}
-            route.received.append(ReceivedEvent(inbound.sequence, inbound.at, params.get("route_id"), event))
+            received = ReceivedEvent(inbound.sequence, inbound.at, params.get("route_id"), event)
+            target = self._diverted.get(route.route_id, {}).get(str(received.action))
+            (target or route).received.append(received)
 
         self.connection.subscribe(("host/event", route.route_id), collect)
         request: dict[str, Any] = {"route_id": route.route_id}
@@ -152,10 +161,17 @@ class SandboxDriverV1Adapter(JsonRpcAdapter):
         result = self._evented("sandbox/create", {"spec": self.creation_spec(request)}, request.events, "create")
         handle = self._handle(result)
         self.ledger.record_created(handle.id, self.owner)
+        self._remember_route(handle.id, request.events)
         return handle
 
     def attach(self, sandbox_id: str, events: EventRoute | None = None) -> SandboxHandle:
-        return self._handle(self._evented("sandbox/attach", {"sandbox_id": sandbox_id}, events, "attach"))
+        handle = self._handle(self._evented("sandbox/attach", {"sandbox_id": sandbox_id}, events, "attach"))
+        self._remember_route(handle.id, events)
+        return handle
+
+    def _remember_route(self, sandbox_id: str, route: EventRoute | None) -> None:
+        if route is not None:
+            self._handle_routes.setdefault(sandbox_id, []).append(route.route_id)
 
     def _handle(self, result: dict[str, Any]) -> SandboxHandle:
         caps = result.get("capabilities")
@@ -164,7 +180,7 @@ class SandboxDriverV1Adapter(JsonRpcAdapter):
             status=_status(result["status"]),
             working_directory=result.get("working_directory"),
             runtime_directory=result.get("runtime_directory"),
-            capabilities=Capabilities(caps, capability_flags(caps)),
+            capabilities=Capabilities(caps, capability_flags(caps), CAPABILITY_SPELLINGS),
             raw=result,
         )
 
@@ -176,7 +192,12 @@ class SandboxDriverV1Adapter(JsonRpcAdapter):
         return [_status(s) for s in result["sandboxes"]]
 
     def delete(self, sandbox_id: str, events: EventRoute | None = None) -> None:
+        if events is not None:
+            for route_id in self._handle_routes.get(sandbox_id, []):
+                if route_id != events.route_id:
+                    self._diverted.setdefault(route_id, {})["delete"] = events
         self._evented("sandbox/delete", {"sandbox_id": sandbox_id}, events, "delete")
+        self._handle_routes.pop(sandbox_id, None)
         self.ledger.record_deleted(sandbox_id)
 
     def start(self, sandbox_id: str) -> None:

@@ -45,6 +45,10 @@ _ALIASES = {
     "snapshots.from_dockerfile.container": "snapshots.from_dockerfile_kinds.container",
     "snapshots.from_dockerfile.virtual_machine": "snapshots.from_dockerfile_kinds.virtual_machine",
 }
+# Both spellings name the same flag, and upstream's own writers use both: the Capability enum names
+# (access.ssh.revoke) and the capability object's field paths (access.ssh_revoke). Accepted alike wherever a
+# plugin names a capability (data.detail.capability of an unsupported refusal).
+CAPABILITY_SPELLINGS: dict[str, tuple[str, ...]] = {name: (wire,) for name, wire in _ALIASES.items()}
 _NULLABLE_GROUPS = ("pty", "logs", "snapshots", "volumes")
 _FACET_GROUPS = ("search", "git", "services")
 
