@@ -10,7 +10,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from conformance.adapter import ProviderAdapter, SandboxStatus
-from conformance.errors import CallTimeout, ProviderCallError, ProviderViolation
+from conformance.errors import CallTimeout, ProviderCallError, ProviderCrashed, ProviderViolation
 from conformance.providers import ProviderConfig, open_provider, with_dialect
 
 
@@ -96,7 +96,7 @@ class ProviderConnections:
         except ProviderCallError as exc:
             return str(exc)
         except ProviderViolation as exc:
-            if not isinstance(exc, CallTimeout) and target.alive:
+            if not isinstance(exc, CallTimeout | ProviderCrashed) and target.alive:
                 return str(exc)  # it answered, though not as it should: a restart would not change that
             first = exc
         # The provider died during the delete, or never answered it: nothing more gets through this

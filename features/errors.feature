@@ -42,6 +42,13 @@ Feature: Errors, field encodings and tolerant reading
     And the error's message is the report's message
     And the report lists at most 8 causes, each at most 500 bytes plus an ellipsis
 
+  @id:error-retryable-by-kind @req:SDP1-S20 @should @dialect:sandbox-driver-v1
+  Scenario: A failure that retrying cannot fix says it is not retryable
+    Given a provider
+    When I describe a sandbox id that was never issued
+    Then the failure's kind is not_found
+    And the failure's report says retrying will not help
+
   @id:not-found-detail @req:SDP1-045 @must @dialect:sandbox-driver-v1
   Scenario: A not_found failure names the kind of resource and its id in the error detail
     Given a provider

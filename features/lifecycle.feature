@@ -52,6 +52,15 @@ Feature: Sandbox lifecycle
     When I list every sandbox
     Then the list includes the first sandbox
 
+  @id:list-by-label-value @req:SDP1-S16 @must
+  Scenario: Listing by a label matches its value, not only its name
+    Given a provider
+    When I create a sandbox labelled with two generated labels
+    And I create another sandbox whose first label has another value
+    And I list the sandboxes carrying the first label
+    Then the list includes the first sandbox
+    And the list does not include the other sandbox
+
   @id:attach-by-id @req:SDP1-039 @req:SDP1-050 @must
   Scenario: Attaching by a stored sandbox id answers a handle to the same sandbox
     Given a sandbox
@@ -208,6 +217,13 @@ Feature: Sandbox lifecycle
     Given a provider
     When I create a sandbox with a generated name
     Then the sandbox's status reports that name
+
+  @id:create-with-spaced-name @req:SDP1-051 @req:SDP1-038 @must
+  Scenario: A name with spaces and accented letters is reported as given, and the id stays free of whitespace
+    Given a provider
+    When I create a sandbox named with spaces and accented letters
+    Then the sandbox's status reports that name
+    And the sandbox's id is free of whitespace and control characters
 
   # -- snapshots and volumes -------------------------------------------------------------------------
 

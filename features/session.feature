@@ -28,3 +28,10 @@ Feature: Provider health and the end of a session
     Given a freshly started provider that has been initialized
     When the host closes the provider's input
     Then the provider process exits within 5 seconds
+
+  @id:exit-on-input-closed-while-running @req:SDP1-097 @must @dialect:sandbox-driver-v1
+  Scenario: The provider exits within 5 seconds once its input is closed, even while a command runs
+    Given a freshly started provider that has been initialized
+    When a command that sleeps for 30 seconds is running on that provider
+    And the host closes the provider's input
+    Then the provider process exits within 5 seconds

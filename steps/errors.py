@@ -137,6 +137,14 @@ def _(world: World) -> None:
     expect(not bad, f"every cause must be a rendered string; these are not: {bad[:3]!r}")
 
 
+@then("the failure's report says retrying will not help")
+def _(world: World) -> None:
+    report = _report(world)
+    expect(report.get("retryable") is False,
+           f"a {report.get('kind')} failure cannot be fixed by retrying, so its report says retryable false "
+           f"(true belongs to timeout, rate_limited and transport); it reads {preview(report)}")
+
+
 @then("the report's kind is one of the protocol's stable error kinds")
 def _(world: World) -> None:
     kind = _report(world).get("kind")

@@ -229,6 +229,12 @@ def _(world: World) -> None:
     world.lifecycle.other_sandbox = world.provider.create(SandboxRequest(labels=first))
 
 
+@when("I create another sandbox whose first label has another value")
+def _(world: World) -> None:
+    other = {"conformance-first": world.token("other-value")}
+    world.lifecycle.other_sandbox = world.provider.create(SandboxRequest(labels=other))
+
+
 @when("I list the sandboxes carrying both labels")
 def _(world: World) -> None:
     world.lifecycle.listing_filter = dict(_labels(world))
@@ -489,6 +495,8 @@ def _(world: World) -> None:
     handle = world.last.expect_success(f"undelete of sandbox {sandbox_id}")
     expect(isinstance(handle, SandboxHandle), f"undelete should answer a HandleInfo; it answered {handle!r}")
     expect(handle.id == sandbox_id, f"undelete of {sandbox_id!r} answered a handle for {handle.id!r}")
+    expect(handle.status.state not in ("deleted", "deleting"),
+           f"undelete brings the sandbox back, yet the handle it answered says {handle.status.state!r}")
 
 
 # -- snapshots -----------------------------------------------------------------------------------
@@ -756,6 +764,20 @@ def _(world: World, field: str, named: str) -> None:
 def _(world: World) -> None:
     world.lifecycle.name = world.token("conformance-name")
     world.create_sandbox(name=world.lifecycle.name)
+
+
+@when("I create a sandbox named with spaces and accented letters")
+def _(world: World) -> None:
+    world.lifecycle.name = f"Conformance {world.token('name')} déjà vu"
+    world.create_sandbox(name=world.lifecycle.name)
+
+
+@then("the sandbox's id is free of whitespace and control characters")
+def _(world: World) -> None:
+    sandbox_id = world.require_sandbox().id
+    bad = [c for c in sandbox_id if c.isspace() or unicodedata.category(c).startswith("C")]
+    expect(sandbox_id != "" and not bad, f"a sandbox id must be free of whitespace and control characters "
+                                         f"whatever the sandbox's name; it is {sandbox_id!r}")
 
 
 @then("the sandbox's status reports that name")

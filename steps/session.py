@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import threading
+import time
+
 from pytest_bdd import parsers, then, when
 
-from conformance.errors import ProviderViolation
+from conformance.adapter import ExecRequest, SandboxRequest
+from conformance.errors import ProviderCallError, ProviderViolation
 
 from ._shared import Attempt, World, attempt, expect, fresh_provider, raw_channel
 
@@ -50,6 +54,27 @@ def _(world: World) -> None:
     violation = world.session.shutdown_violation
     expect(violation is None, f"shutdown must be answered before the provider exits: {violation}")
     world.last.expect_success("shutdown")
+
+
+@when(parsers.parse("a command that sleeps for {seconds:d} seconds is running on that provider"))
+def _(world: World, seconds: int) -> None:
+    """Work in flight when the input ends: the exit must not wait for it (its sandbox is the fresh
+    provider's, deleted by the scenario's cleanup)."""
+    raw_channel(world)
+    fresh = fresh_provider(world)
+    sandbox = fresh.create(SandboxRequest())
+    started = threading.Event()
+
+    def run() -> None:
+        started.set()
+        try:
+            fresh.exec(sandbox.id, ExecRequest(f"sleep {seconds}", timeout_s=seconds + 30.0))
+        except (ProviderViolation, ProviderCallError):
+            pass  # the provider ends while it runs: that is the point
+
+    threading.Thread(target=run, name="running-command", daemon=True).start()
+    started.wait(5.0)
+    time.sleep(0.3)  # the request is on the wire and the command has begun
 
 
 @when("the host closes the provider's input")

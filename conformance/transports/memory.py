@@ -165,6 +165,8 @@ class InProcessTransport:
         if self._to_plugin is None or self._ended.is_set():
             raise BrokenPipeError("the in-process plugin has ended")
         with self._write_lock:
+            if self._to_plugin.closed:  # the suite closed it (EOF scenarios): nothing more can be sent
+                raise BrokenPipeError("the plugin's input is closed")
             self._to_plugin.write(frame)
 
     def close_input(self) -> None:

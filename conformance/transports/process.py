@@ -129,6 +129,8 @@ class ProcessTransport:
         if proc is None or proc.stdin is None:
             raise BrokenPipeError("plugin not started")
         with self._write_lock:
+            if proc.stdin.closed:  # the suite closed it (EOF scenarios): nothing more can be sent
+                raise BrokenPipeError("the plugin's input is closed")
             proc.stdin.write(frame)
             proc.stdin.flush()
 
