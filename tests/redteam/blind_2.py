@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 from conformance.reference.host_backend import HostBackend, invalid_spec, not_found
 from conformance.reference.host_events import EventSource, Operation, _duration, _now
-from conformance.reference.host_interactive import _EOF, _encode, _set_size
+from conformance.reference.host_interactive import _decode, _encode, _set_size
 from conformance.reference.host_plugin import (
     INVALID_PARAMS,
     HostPlugin,
@@ -308,61 +308,78 @@ class ExecPipefail(HostPlugin):
 # ---------------------------------------------------------------- exec/stream (6)
 
 
+class _PerExecOutputHook(HostPlugin):
+    """Routes one exec's exec/output notifications through a hook (keyed by exec_id, so concurrent
+    streams never see each other's hook)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._output_hooks: dict[str, Any] = {}
+
+    def notify(self, method: str, params: Any) -> None:
+        hook = None
+        if method == "exec/output" and isinstance(params, dict):
+            hook = getattr(self, "_output_hooks", {}).get(params.get("exec_id"))
+        if hook is not None:
+            hook(params)
+        else:
+            super().notify(method, params)
+
+    def send_output(self, params: Any) -> None:
+        HostPlugin.notify(self, "exec/output", params)
+
+
 @redteam("b2_stream_last_chunk_late", "SDP1-100",
          "exec/stream holds back each stdout chunk until the next one arrives; the last chunk is flushed by a "
          "timer, after the exec/stream response")
-class StreamLastChunkLate(HostPlugin):
+class StreamLastChunkLate(_PerExecOutputHook):
     def m_exec_stream(self, params: dict[str, Any]) -> Any:
+        exec_id = params["exec_id"]
         pending: list[dict[str, Any]] = []
-        real_notify = self.notify
 
-        def notify(method: str, payload: Any) -> None:
-            if method == "exec/output" and payload.get("exec_id") == params["exec_id"] \
-                    and payload.get("stream") == "stdout":
-                if pending:
-                    real_notify(method, pending.pop())
-                pending.append(payload)
+        def hook(payload: dict[str, Any]) -> None:
+            if payload.get("stream") != "stdout":
+                self.send_output(payload)
                 return
-            real_notify(method, payload)
+            if pending:
+                self.send_output(pending.pop())
+            pending.append(payload)
 
-        self.notify = notify  # type: ignore[method-assign]
+        self._output_hooks[exec_id] = hook
         try:
             result = super().m_exec_stream(params)
         finally:
-            del self.notify
+            self._output_hooks.pop(exec_id, None)
         if pending:
-            threading.Timer(0.05, real_notify, args=("exec/output", pending.pop())).start()
+            threading.Timer(0.05, self.send_output, args=(pending.pop(),)).start()
         return result
 
 
 @redteam("b2_limit_stops_notifications", "SDP1-105",
          "with retained_output_limit set, exec/output notifications stop once a stream has emitted `limit` "
          "bytes: the limit bounds the live stream, not only the buffered copy")
-class LimitStopsNotifications(HostPlugin):
+class LimitStopsNotifications(_PerExecOutputHook):
     def m_exec_stream(self, params: dict[str, Any]) -> Any:
-        # notifications are sent from pump threads: share the per-exec counter through a closure instead
         limit = params.get("retained_output_limit")
         if limit is None:
             return super().m_exec_stream(params)
+        exec_id = params["exec_id"]
         sent: dict[str, int] = {}
-        real_notify = super().notify
 
-        def notify(method: str, payload: Any) -> None:
-            if method == "exec/output" and payload.get("exec_id") == params["exec_id"]:
-                data = base64.b64decode(payload["data_b64"])
-                room = limit - sent.get(payload["stream"], 0)
-                if room <= 0:
-                    return
-                data = data[:room]
-                sent[payload["stream"]] = sent.get(payload["stream"], 0) + len(data)
-                payload = {**payload, "data_b64": b64(data)}
-            real_notify(method, payload)
+        def hook(payload: dict[str, Any]) -> None:
+            data = base64.b64decode(payload["data_b64"])
+            room = limit - sent.get(payload["stream"], 0)
+            if room <= 0:
+                return
+            data = data[:room]
+            sent[payload["stream"]] = sent.get(payload["stream"], 0) + len(data)
+            self.send_output({**payload, "data_b64": b64(data)})
 
-        self.notify = notify  # type: ignore[method-assign]
+        self._output_hooks[exec_id] = hook
         try:
             return super().m_exec_stream(params)
         finally:
-            del self.notify
+            self._output_hooks.pop(exec_id, None)
 
 
 @redteam("b2_odd_limit_accounting", "SDP1-106",
@@ -488,7 +505,7 @@ class ExistsRelativeCwd(HostPlugin):
     def m_fs_exists(self, params: dict[str, Any]) -> Any:
         self.backend.get(params["sandbox_id"])
         path = Path(params["path"])
-        if not path.is_absolute():
+        if params["path"] and not path.is_absolute():
             path = Path(os.getcwd()) / path
         return {"exists": os.path.lexists(path)}
 
@@ -522,7 +539,7 @@ class PtyResizeSwapped(HostPlugin):
 class StdioInputHoldsLock(HostPlugin):
     def m_exec_stdio_input(self, params: dict[str, Any]) -> Any:
         process = self._process(params)
-        data = base64.b64decode(params["data_b64"], validate=True)
+        data = _decode(params)
         with self._interactive_lock:
             try:
                 process.proc.stdin.write(data)
@@ -569,24 +586,50 @@ class StdioOutputLossyUtf8(HostPlugin):
 # ---------------------------------------------------------------- logs (3)
 
 
-@redteam("b2_logs_output_after_response", "SDP1-079",
-         "logs/follow of the provision log answers {} at once and sends the logs/output notifications from a "
-         "background thread, after the response")
-class LogsOutputAfterResponse(HostPlugin):
+class _ProvisionFollow(HostPlugin):
+    """The honest logs/follow bookkeeping (duplicate ids, pre-cancelled ids) around a changed provision send."""
+
+    def send_provision(self, stream: Any, stream_id: str, lines: list[str]) -> None:
+        raise NotImplementedError
+
     def m_logs_follow(self, params: dict[str, Any]) -> Any:
         if params.get("source") != "provision":
             return super().m_logs_follow(params)
         sandbox = self.backend.get(params["sandbox_id"])
-        lines = list(sandbox.provision_log)
+        stream_id = params["stream_id"]
+        from conformance.reference.host_interactive import LogStream
+        with self._interactive_lock:
+            stream = self._streams.get(stream_id)
+            if stream is not None and stream.following:
+                raise invalid_spec("stream_id", "duplicate stream id")
+            if stream is None:
+                stream = self._streams[stream_id] = LogStream()
+            stream.following = True
+        try:
+            self.send_provision(stream, stream_id, list(sandbox.provision_log))
+        finally:
+            with self._interactive_lock:
+                self._streams.pop(stream_id, None)
+        return None
+
+    def _line(self, stream_id: str, line: str) -> None:
+        self.notify("logs/output", {"stream_id": stream_id, "data_b64": _encode(line.encode() + b"\n")})
+
+
+@redteam("b2_logs_output_after_response", "SDP1-079",
+         "logs/follow of the provision log answers {} at once and sends the logs/output notifications from a "
+         "background thread, after the response")
+class LogsOutputAfterResponse(_ProvisionFollow):
+    def send_provision(self, stream: Any, stream_id: str, lines: list[str]) -> None:
+        if stream.cancelled.is_set():
+            return
 
         def send() -> None:
             time.sleep(0.05)
             for line in lines:
-                self.notify("logs/output", {"stream_id": params["stream_id"],
-                                            "data_b64": _encode(line.encode() + b"\n")})
+                self._line(stream_id, line)
 
         threading.Thread(target=send, daemon=True).start()
-        return None
 
 
 @redteam("b2_logs_cancel_ignored_active", "SDP1-080",
@@ -603,15 +646,12 @@ class LogsCancelIgnoredActive(HostPlugin):
 
 @redteam("b2_logs_last_line_dropped", "SDP1-079",
          "logs/follow of the provision log skips the final line (off-by-one range); the earlier lines arrive")
-class LogsLastLineDropped(HostPlugin):
-    def m_logs_follow(self, params: dict[str, Any]) -> Any:
-        if params.get("source") != "provision":
-            return super().m_logs_follow(params)
-        sandbox = self.backend.get(params["sandbox_id"])
-        stream_id = params["stream_id"]
-        for line in sandbox.provision_log[:-1]:
-            self.notify("logs/output", {"stream_id": stream_id, "data_b64": _encode(line.encode() + b"\n")})
-        return None
+class LogsLastLineDropped(_ProvisionFollow):
+    def send_provision(self, stream: Any, stream_id: str, lines: list[str]) -> None:
+        for line in lines[: len(lines) - 1]:
+            if stream.cancelled.is_set():
+                break
+            self._line(stream_id, line)
 
 
 # ---------------------------------------------------------------- events (6)
@@ -723,17 +763,23 @@ class ShutdownKeepsReading(HostPlugin):
 
 
 @redteam("b2_shutdown_waits_running_exec", "SDP1-096",
-         "on shutdown the running execs are not cancelled: with a long exec/stream in flight the plugin waits "
-         "(up to 10 s) for it before exiting")
+         "on shutdown the running execs are drained instead of cancelled: with a long exec/stream in flight "
+         "the plugin waits (up to 10 s) for it before exiting")
 class ShutdownWaitsRunningExec(HostPlugin):
     def on_stop(self) -> None:
-        self.stop_interactive()
-        self.backend.close()
+        # "graceful": let running execs finish (up to 10 s) instead of cancelling them
+        deadline = time.monotonic() + 10.0
+        while time.monotonic() < deadline:
+            with self._execs_lock:
+                if not self._execs:
+                    break
+            time.sleep(0.05)
+        super().on_stop()
 
 
 @redteam("b2_eof_leaves_interactive", "SDP1-097",
-         "at stdin EOF (no shutdown) stdio processes and PTYs are not ended: a pending output long-poll keeps "
-         "the plugin alive until the in-flight wait times out (10 s)")
+         "at stdin EOF (no shutdown) the plugin waits up to 10 s for live stdio processes and PTY shells to end "
+         "on their own before killing them, so it does not exit promptly; shutdown is right")
 class EofLeavesInteractive(HostPlugin):
     _shutdown_asked = False
 
@@ -741,6 +787,15 @@ class EofLeavesInteractive(HostPlugin):
         self._shutdown_asked = True
         return super().m_shutdown(params)
 
-    def stop_interactive(self) -> None:
-        if self._shutdown_asked:
-            super().stop_interactive()
+    def on_stop(self) -> None:
+        if not self._shutdown_asked:
+            # at EOF, wait (up to 10 s) for stdio processes and PTY shells to end by themselves
+            deadline = time.monotonic() + 10.0
+            while time.monotonic() < deadline:
+                with self._interactive_lock:
+                    procs = [p.proc for p in list(self._processes.values()) + list(self._ptys.values())
+                             if p is not None and p.proc is not None]
+                if all(proc.poll() is not None for proc in procs):
+                    break
+                time.sleep(0.05)
+        super().on_stop()

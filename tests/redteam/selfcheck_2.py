@@ -437,6 +437,17 @@ def _(cl):
     return not ok(resp)
 
 
+@check("b2_stdio_input_holds_lock")
+def _(cl):
+    cl.init()
+    sid = sid_of(cl.create())
+    cl.call("exec/stdio_open", {"sandbox_id": sid, "process_id": "p1", "spec": {"command": "sleep 5", "env": {}}})
+    cl.call("exec/stdio_open", {"sandbox_id": sid, "process_id": "p2", "spec": {"command": "echo hi", "env": {}}})
+    cl.send("exec/stdio_input", {"process_id": "p1", "data_b64": e64(b"y" * 300_000)})
+    time.sleep(0.3)
+    return cl.call("exec/stdio_output", {"process_id": "p2"}, timeout=3) is not None
+
+
 @check("b2_stdio_wait_terminated_enum")
 def _(cl):
     cl.init()
