@@ -38,5 +38,6 @@ def redteam(name: str, requirement: str, bug: str) -> Callable[[type], type]:
 def load() -> dict[str, Mutant]:
     """Import every module that registers mutants; the complete registry."""
     from tests.redteam import blind_1  # noqa: F401
+    from tests.redteam import blind_2  # noqa: F401
 
     return REGISTRY
