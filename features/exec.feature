@@ -16,6 +16,8 @@ Feature: Running commands
       | 0    |
       | 1    |
       | 42   |
+      | 200  |
+      | 255  |
 
   @id:exec-separate-streams @req:SDP1-S04 @must
   Scenario: stdout and stderr are reported separately
@@ -70,10 +72,11 @@ Feature: Running commands
     Then stdout is exactly "the command ran"
 
   # The command writes: ESC [31m red ESC [0m BEL SOH LF. No sanitization given means raw.
-  @id:exec-output-sanitization @req:SDP1-069 @must
-  Scenario Outline: Output sanitization <sanitization> leaves exactly the bytes it promises
-    When I run `printf '\033[31mred\033[0m\007\001\n'` with output sanitization <sanitization>
+  @id:exec-output-sanitization @req:SDP1-069 @req:SDP1-070 @must
+  Scenario Outline: Output sanitization <sanitization> leaves exactly the bytes it promises, on both streams
+    When I run `printf '\033[31mred\033[0m\007\001\n'; printf '\033[31mred\033[0m\007\001\n' >&2` with output sanitization <sanitization>
     Then stdout is exactly the bytes "<stdout>"
+    And stderr is exactly the bytes "<stdout>"
 
     Examples:
       | sanitization | stdout                          |
@@ -86,6 +89,11 @@ Feature: Running commands
   Scenario: The bytes given as stdin reach the command, followed by end of file
     When I run `od -An -v -tx1 | tr -d ' \n'` with every byte value from 0 to 255 as its stdin
     Then stdout is every byte value from 0 to 255, in order, as hex
+
+  @id:exec-stdin-large @req:SDP1-075 @cap:exec.stdin @must
+  Scenario: Stdin far larger than a pipe's buffer reaches the command whole
+    When I run `sha256sum` with 300 KiB of patterned bytes as its stdin
+    Then stdout starts with the SHA-256 of those bytes
 
   @id:exec-stdin-broken-pipe @req:SDP1-075 @cap:exec.stdin @must
   Scenario: A command that stops reading its stdin early is not an error

@@ -21,6 +21,24 @@ Feature: Handshake and envelope
     Then the handshake is refused with an application error
     And the refusal message names version 99 and the provider's own version 1
 
+  @id:handshake-version-boundaries @req:SDP1-017 @must @dialect:sandbox-driver-v1
+  Scenario Outline: The versions next to the provider's own are refused by name too
+    Given a freshly started provider
+    When the host initializes it asking for protocol version <version>
+    Then the handshake is refused with an application error
+    And the refusal message names version <version> and the provider's own version 1
+
+    Examples:
+      | version |
+      | 0       |
+      | 2       |
+
+  @id:initialize-unknown-fields @req:SDP1-034 @must @dialect:sandbox-driver-v1
+  Scenario: An initialize carrying a field the provider does not know is answered as usual
+    Given a freshly started provider
+    When the host initializes it with an extra field the provider does not know
+    Then the provider answered that initialize with its protocol version 1
+
   @id:unknown-method @req:SKETCH-003 @req:SDP1-014 @must
   Scenario: A request for a method that does not exist is answered "method not found"
     Given a freshly started provider that has been initialized

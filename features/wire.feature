@@ -51,9 +51,9 @@ Feature: The wire: framing, envelope and concurrency
     Then the description came back while the command was still running, at least a second before the command's answer
 
   @id:wire-ids-echoed @req:SDP1-009 @req:SDP1-008 @must @dialect:sandbox-driver-v1
-  Scenario: Every answer repeats its request's id exactly, even beyond what a floating-point number holds
+  Scenario: Every answer repeats its request's id exactly, from 0 to beyond what a floating-point number holds
     Given a freshly started provider that has been initialized
-    When the host sends requests with large unsigned ids, one answered with a result and two with errors
+    When the host sends requests with unsigned ids from 0 to the largest, two answered with a result and two with errors
     Then each of those requests was answered under exactly its own id
     And each of those answers declares JSON-RPC version 2.0
 

@@ -96,6 +96,8 @@ class CommandsState:
     directory: str | None = None
     # the absolute path of the Bash startup file the scenario wrote
     startup_file: str | None = None
+    # the SHA-256 (hex) of the stdin the scenario gave a command
+    stdin_digest: str | None = None
 
 
 @dataclass

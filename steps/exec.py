@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import os
 import shlex
 import time
@@ -143,6 +145,26 @@ def _(world: World, command: str) -> None:
     world.run(command, stdin=ALL_BYTES, timeout_s=10.0)
 
 
+def _patterned(size: int) -> bytes:
+    """Bytes whose every 64 KiB block differs, so a lost, repeated or reordered block shows."""
+    return bytes((i * 7 + i // 65536) % 251 for i in range(size))
+
+
+@when(parsers.re(r"I run `(?P<command>.+)` with (?P<kib>\d+) KiB of patterned bytes as its stdin$"))
+def _(world: World, command: str, kib: str) -> None:
+    data = _patterned(int(kib) * 1024)
+    world.commands.stdin_digest = hashlib.sha256(data).hexdigest()
+    world.run(command, stdin=data, timeout_s=20.0)
+
+
+@then("stdout starts with the SHA-256 of those bytes")
+def _(world: World) -> None:
+    expected = world.require(world.commands.stdin_digest, "stdin of patterned bytes")
+    stdout = world.ran().stdout.decode("utf-8", errors="replace")
+    expect(stdout.startswith(expected), f"the command saw other bytes than it was given: sha256 of its stdin "
+                                        f"{stdout[:64]!r}, expected {expected!r}")
+
+
 @when(parsers.re(r"I run `(?P<command>.+)` with a megabyte of the letter x as its stdin$"))
 def _(world: World, command: str) -> None:
     world.run(command, stdin=b"x" * (1 << 20), timeout_s=10.0)
@@ -170,6 +192,13 @@ def _(world: World, spelled: str) -> None:
     outcome = world.ran()
     expected = spelled_bytes(spelled)
     expect(outcome.stdout == expected, f"expected stdout {expected!r} ({spelled}), got {outcome.describe()}")
+
+
+@then(parsers.parse('stderr is exactly the bytes "{spelled}"'))
+def _(world: World, spelled: str) -> None:
+    outcome = world.ran()
+    expected = spelled_bytes(spelled)
+    expect(outcome.stderr == expected, f"expected stderr {expected!r} ({spelled}), got {outcome.describe()}")
 
 
 @then("stderr is exactly every byte value from 0 to 255, in order")

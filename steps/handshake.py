@@ -36,6 +36,22 @@ def _(world: World, version: int) -> None:
     world.last = attempt(lambda: _fresh(world).handshake(protocol_version=version, strict=False))
 
 
+@when("the host initializes it with an extra field the provider does not know")
+def _(world: World) -> None:
+    wire = _wire(world)
+    params = {**wire.vocabulary.initialize_params(), "conformance_unknown_field": {"ignored": True}}
+    world.last = attempt(lambda: wire.call(wire.vocabulary.methods["initialize"], params))
+
+
+@then(parsers.parse("the provider answered that initialize with its protocol version {version:d}"))
+def _(world: World, version: int) -> None:
+    answer = world.last.expect_success("initialize with a field the provider does not know")
+    field = _wire(world).vocabulary.version_field
+    found = answer.get(field) if isinstance(answer, dict) else None
+    expect(found == version, f"an unknown field must be ignored: initialize should answer {field} {version}; "
+                             f"it answered {answer!r}")
+
+
 @then("the answer follows the protocol's schema")
 def _(world: World) -> None:
     world.last.expect_success("initialize")

@@ -261,15 +261,17 @@ def _(world: World) -> None:
 
 
 def _large_ids(wire) -> dict[int, tuple[str, Any, str]]:
-    """Requests under large unsigned ids, and the form of answer each must get."""
+    """Requests under unsigned ids from the smallest to the largest, and the form of answer each must get."""
     return {
+        0: (*_initialize(wire), "result"),  # the smallest id is an id like any other, never a notification
         2**32 + 1: (*_initialize(wire), "result"),
         2**53 + 1: (*_describe(wire, NEVER_ISSUED_ID), "error"),  # a double rounds it to 2**53
         2**64 - 1: ("conformance/no-such-method", {}, "error"),  # the largest unsigned 64-bit id
     }
 
 
-@when("the host sends requests with large unsigned ids, one answered with a result and two with errors")
+@when("the host sends requests with unsigned ids from 0 to the largest, two answered with a result and two "
+      "with errors")
 def _(world: World) -> None:
     wire = raw_channel(world)
     large_ids = _large_ids(wire)
