@@ -65,6 +65,11 @@ Feature: Files in the sandbox
     When I append generated text to a file with a generated name that does not exist yet
     Then reading that file gives back exactly the bytes appended
 
+  @id:fs-append-creates-parents @req:SDP1-082 @req:SDP1-084 @must
+  Scenario: Appending to a file creates the directories above it that are missing
+    When I append generated text to "logs/2024/june/app.log", which does not exist yet
+    Then reading "logs/2024/june/app.log" gives back exactly the bytes written
+
   @id:fs-read-missing-file @req:SDP1-S15 @req:SDP1-045 @must
   Scenario: Reading a file that does not exist fails as not found or as an I/O error
     When I read a file with a generated name that does not exist

@@ -146,6 +146,13 @@ def _(world: World, path: str) -> None:
     _written(world)[path] = before + data
 
 
+@when(parsers.re(r'I append generated text to "(?P<path>[^"]+)", which does not exist yet$'))
+def _(world: World, path: str) -> None:
+    data = _generated_text(world, sentences=2)
+    _write(world, path, data, append=True)
+    _written(world)[path] = data
+
+
 @when("I append generated text to a file with a generated name that does not exist yet")
 def _(world: World) -> None:
     path = _generated_name(world, ".log")
