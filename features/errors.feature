@@ -49,6 +49,12 @@ Feature: Errors, field encodings and tolerant reading
     Then the failure's kind is not_found
     And the failure's report says retrying will not help
 
+  @id:error-retryable-invalid-state @req:SDP1-S20 @should @dialect:sandbox-driver-v1 @cap:lifecycle.stop
+  Scenario: A command in a stopped sandbox either runs or is refused as not retryable
+    Given a sandbox
+    When I stop the sandbox and run a command in it
+    Then the command ran, or was refused in a report that says retrying will not help
+
   @id:not-found-detail @req:SDP1-045 @must @dialect:sandbox-driver-v1
   Scenario: A not_found failure names the kind of resource and its id in the error detail
     Given a provider

@@ -10,7 +10,7 @@ from typing import Any
 
 from pytest_bdd import given, parsers, then, when
 
-from conformance.adapter import EventRoute, ExecRequest, SandboxHandle, SandboxRequest
+from conformance.adapter import EventRoute, ExecOutcome, ExecRequest, SandboxHandle, SandboxRequest
 from conformance.errors import ApplicationErrorAnswer, ProviderCallError
 
 from ._shared import (
@@ -143,6 +143,31 @@ def _(world: World) -> None:
     expect(report.get("retryable") is False,
            f"a {report.get('kind')} failure cannot be fixed by retrying, so its report says retryable false "
            f"(true belongs to timeout, rate_limited and transport); it reads {preview(report)}")
+
+
+@when("I stop the sandbox and run a command in it")
+def _(world: World) -> None:
+    sandbox_id = world.require_sandbox().id
+    world.provider.stop(sandbox_id)
+    world.last = attempt(lambda: world.provider.exec(sandbox_id, ExecRequest("true", timeout_s=10.0)))
+
+
+@then("the command ran, or was refused in a report that says retrying will not help")
+def _(world: World) -> None:
+    error = world.last.error
+    answer = world.last.answer
+    if error is None and isinstance(answer, ExecOutcome):
+        error = answer.error  # an infra outcome carries the refusal
+    if error is None:
+        return  # a provider that starts the sandbox again, or runs the command anyway, is honest too
+    data = error.data if isinstance(error.data, dict) else {}
+    report = data.get("report") if isinstance(data.get("report"), dict) else {}
+    kind = report.get("kind")
+    if kind in ("timeout", "rate_limited", "transport", "provider"):
+        return  # those may be retryable
+    expect(report.get("retryable") is False,
+           f"a {kind} refusal cannot be fixed by retrying, so its report says retryable false; "
+           f"it reads {preview(report)}")
 
 
 @then("the report's kind is one of the protocol's stable error kinds")
