@@ -44,6 +44,12 @@ Feature: Streaming a command's output
       | stdout |
       | stderr |
 
+  @id:stream-retention-odd @req:SDP1-105 @req:SDP1-106 @must
+  Scenario: An odd retained output limit is counted as exactly as an even one
+    When I stream a command that writes the numbers 1 to 2000 to stdout, retaining at most 999 bytes
+    Then the chunks carry every byte written to stdout, in order
+    And the stdout capture counts every byte as observed, 999 retained, the rest omitted, nothing truncated
+
   @id:stream-retention-zero @req:SDP1-105 @req:SDP1-106 @must
   Scenario: A retained output limit of 0 keeps nothing in the result and still streams everything
     When I stream a command that writes the numbers 1 to 2000 to stdout, retaining at most 0 bytes
