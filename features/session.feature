@@ -23,6 +23,14 @@ Feature: Provider health and the end of a session
     Then the provider answered the shutdown
     And the provider process exits within 5 seconds
 
+  @id:shutdown-while-running @req:SDP1-096 @must @dialect:sandbox-driver-v1
+  Scenario: Asked to shut down while a command runs, the provider answers and exits within 5 seconds
+    Given a freshly started provider that has been initialized
+    When a command that sleeps for 30 seconds is running on that provider
+    And the host asks the provider to shut down
+    Then the provider answered the shutdown
+    And the provider process exits within 5 seconds
+
   @id:exit-on-input-closed @req:SDP1-097 @must @dialect:sandbox-driver-v1
   Scenario: The provider exits within 5 seconds once its input is closed
     Given a freshly started provider that has been initialized

@@ -180,6 +180,15 @@ def _(world: World) -> None:
     expect(terminal.type == "operation_failed",
            f"the attach failed, so its terminal event must be operation_failed; it emitted "
            f"{_describe(route.received)}")
+    # A failure is an event like the others: it carries the request's correlation id and its own number.
+    for event in route.received:
+        expect(event.event.get("correlation_id") == route.correlation_id,
+               f"the {event.type} event of the failed {action} carries correlation_id "
+               f"{event.event.get('correlation_id', '(none)')!r}; the request gave {route.correlation_id!r}")
+    numbers = [((e.event.get("id") or {}).get("source_id"), (e.event.get("id") or {}).get("sequence"))
+               for e in route.received]
+    expect(len(set(numbers)) == len(numbers),
+           f"every event of the failed {action} has a sequence number of its own; they carry {numbers}")
 
 
 @then("each operation's terminal event arrived before its answer")
