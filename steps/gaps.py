@@ -131,8 +131,12 @@ def _(world: World) -> None:
            f"{' or '.join(sorted(kinds))} naming it; it failed otherwise: {error} — a provider failure is not an "
            "honest refusal (it may relay the missing snapshot, or something else broke)")
     assert isinstance(error, ApplicationErrorAnswer)
-    expect(_names(error, missing),
-           f"the refusal of a create from snapshot {missing!r} does not name the snapshot: {error}")
+    # A provider that takes no snapshot sources at all refuses the spec field that carries it: honest too.
+    field = str((error.detail or {}).get("field", ""))
+    refused_the_source = error.kind == "invalid_spec" and ("source" in field or "snapshot" in field)
+    expect(_names(error, missing) or refused_the_source,
+           f"the refusal of a create from snapshot {missing!r} names neither the snapshot nor the spec field "
+           f"that carries it: {error}")
     world.note_finding("GAP-1", "refused", f"a create from the missing snapshot {missing!r} was refused: {error}")
 
 
