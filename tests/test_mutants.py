@@ -81,8 +81,14 @@ def _check(entry: dict, run: inprocess.InProcessRun, selected: set[str], exact: 
     errors = run.with_outcome("error")
     assert not errors, f"the suite blamed itself instead of the provider: {errors}\n{summary}"
     failed = run.with_outcome("failed")
-    missing = expected_fail - failed
-    assert not missing, f"{entry['name']} should fail {sorted(missing)}; outcomes: {run.outcomes()}"
+    if entry["catalogue"].startswith("redteam-") and len(expected_fail) > 1:
+        # A blind red team's mutant lists what the whole suite failed against it when it was measured; some
+        # of those failures are incidental (timing, a follow left running). What must hold: it stays caught.
+        assert failed & expected_fail, f"{entry['name']} is no longer caught: none of {sorted(expected_fail)} " \
+                                       f"failed; outcomes: {run.outcomes()}"
+    else:
+        missing = expected_fail - failed
+        assert not missing, f"{entry['name']} should fail {sorted(missing)}; outcomes: {run.outcomes()}"
     not_passed = set(entry.get("passes", [])) - run.with_outcome("passed")
     assert not not_passed, f"{entry['name']} should pass {sorted(not_passed)}; outcomes: {run.outcomes()}"
     if exact:
