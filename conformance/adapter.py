@@ -640,6 +640,9 @@ class ProviderAdapter(ABC):
     # exist (a snapshot): "not found" or "invalid spec". Any other failure (an internal error relaying a 404)
     # says the provider broke, not that the thing is missing.
     missing_reference_kinds: frozenset[str] = frozenset({"not_found", "invalid_spec"})
+    # The creation-spec fields that carry a snapshot to start from: a provider that takes no snapshot
+    # sources at all honestly refuses the field (invalid_spec naming it) instead of the snapshot.
+    snapshot_spec_fields: frozenset[str] = frozenset()
 
     def __init__(self) -> None:
         self.ledger = SandboxLedger()

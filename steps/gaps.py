@@ -132,8 +132,8 @@ def _(world: World) -> None:
            "honest refusal (it may relay the missing snapshot, or something else broke)")
     assert isinstance(error, ApplicationErrorAnswer)
     # A provider that takes no snapshot sources at all refuses the spec field that carries it: honest too.
-    field = str((error.detail or {}).get("field", ""))
-    refused_the_source = error.kind == "invalid_spec" and ("source" in field or "snapshot" in field)
+    field = (error.detail or {}).get("field")
+    refused_the_source = error.kind == "invalid_spec" and field in world.provider.snapshot_spec_fields
     expect(_names(error, missing) or refused_the_source,
            f"the refusal of a create from snapshot {missing!r} names neither the snapshot nor the spec field "
            f"that carries it: {error}")

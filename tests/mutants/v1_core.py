@@ -297,7 +297,9 @@ class StdinDeclaredButUnsupported(HostPlugin):
 
 
 # The capability object's field path of every capability whose enum name is spelled differently
-# (protocol section 5.1): upstream writers use both spellings in unsupported details.
+# (protocol section 5.1): upstream writers use both spellings in unsupported details. Written out from the
+# protocol on purpose, not imported from the dialect's table: a control that borrowed the suite's own
+# table would pass even where that table is wrong.
 FIELD_PATHS = {
     "access.preview_urls.signed": "access.signed_preview_urls",
     "access.ssh.ttl": "access.ssh_ttl",

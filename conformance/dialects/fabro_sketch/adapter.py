@@ -92,6 +92,7 @@ class FabroSketchAdapter(JsonRpcAdapter):
     # The sketch has no not-found code: a create whose params name nothing real is -32602, its answer for
     # bad params (the forkd plugin's InvalidState), which rules.py reads as kind invalid_state.
     missing_reference_kinds = frozenset({"invalid_state"})
+    snapshot_spec_fields = frozenset({"snapshot_tag"})
     capabilities_without_method = {"exec.cancel": "cancel a command"}  # declared (false), but no exec/cancel
     wire_methods_without_facet = {
         "streaming exec": ("exec/stream", "exec.streaming"),

@@ -60,6 +60,7 @@ class SandboxDriverV1Adapter(JsonRpcAdapter):
     capability_spellings = CAPABILITY_SPELLINGS
     exec_reports = frozenset({"bytes", "signal", "duration"})
     core_capabilities = frozenset({"lifecycle.stop"})  # sandbox/stop and sandbox/start are core in v1
+    snapshot_spec_fields = frozenset({"source"})  # spec.source = {snapshot: {name}}
     vocabulary = VOCABULARY
 
     def __init__(
