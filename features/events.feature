@@ -26,6 +26,13 @@ Feature: Control-plane events
     When I attach to a never-issued sandbox id asking for events
     Then the attach is refused, and any events it emitted are operation_started and exactly one operation_failed, sharing one operation id
 
+  @id:events-repeated-delete @req:SDP1-114 @req:SDP1-059 @must
+  Scenario: Deleting an already-deleted sandbox, asking for events, reports its start and end as the first delete did
+    When I create a sandbox asking for events
+    And I delete the sandbox asking for events
+    And I delete the sandbox again asking for events
+    Then the repeated delete reported its start and exactly one end wherever the first delete reported its own
+
   @id:events-terminal-before-answer @req:SDP1-115 @must
   Scenario: An operation's final event is written before its answer
     When I create a sandbox asking for events

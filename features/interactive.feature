@@ -43,6 +43,22 @@ Feature: Interactive processes, terminals and logs
     Then terminating the process is answered while the read waits
     And the waiting read then reports the end of the output
 
+  @id:stdio-input-not-serialized @req:SDP1-007 @req:SDP1-077 @must @cap:exec.stdio_process
+  Scenario: Input that a process is not reading holds up only that input, never another process or a terminate
+    Given a sandbox
+    When I open a stdio process running `sleep 30`
+    And I start sending the process more input than a pipe holds
+    Then a second stdio process running `cat` echoes a line while that input waits
+    And terminating the process is answered while that input waits
+    And the waiting input is then answered
+
+  @id:stdio-terminated-termination @req:SDP1-073 @should @cap:exec.stdio_process
+  Scenario: A terminated process is reported with one of the protocol's termination names
+    Given a sandbox
+    When I open a stdio process running `sleep 30`
+    And I terminate the process
+    Then waiting for the process reports one of the terminations exited, timed_out, cancelled, killed or unknown
+
   @id:pty-echo-resize @req:SDP1-023 @must @cap:pty @cap:pty.resize
   Scenario: A terminal echoes what is typed, runs it, and follows a resize
     Given a sandbox

@@ -31,6 +31,23 @@ Feature: Provider health and the end of a session
     Then the provider answered the shutdown
     And the provider process exits within 5 seconds
 
+  @id:shutdown-while-streaming @req:SDP1-096 @must @dialect:sandbox-driver-v1
+  Scenario: Asked to shut down while a streamed command runs, the provider answers and exits within 5 seconds
+    Given a freshly started provider that has been initialized
+    When a streamed command that sleeps for 30 seconds is running on that provider
+    And the host asks the provider to shut down
+    Then the provider answered the shutdown
+    And the provider process exits within 5 seconds
+
+  @id:shutdown-while-interactive @req:SDP1-096 @must @dialect:sandbox-driver-v1 @cap:exec.stdio_process @cap:pty
+  Scenario: Asked to shut down while a stdio process and a terminal are open, the provider answers and exits within 5 seconds
+    Given a freshly started provider that has been initialized
+    When a stdio process waiting for its input is open on that provider
+    And a terminal is open on that provider
+    And the host asks the provider to shut down
+    Then the provider answered the shutdown
+    And the provider process exits within 5 seconds
+
   @id:exit-on-input-closed @req:SDP1-097 @must @dialect:sandbox-driver-v1
   Scenario: The provider exits within 5 seconds once its input is closed
     Given a freshly started provider that has been initialized
@@ -41,5 +58,26 @@ Feature: Provider health and the end of a session
   Scenario: The provider exits within 5 seconds once its input is closed, even while a command runs
     Given a freshly started provider that has been initialized
     When a command that sleeps for 30 seconds is running on that provider
+    And the host closes the provider's input
+    Then the provider process exits within 5 seconds
+
+  @id:exit-on-input-closed-while-streaming @req:SDP1-097 @must @dialect:sandbox-driver-v1
+  Scenario: The provider exits within 5 seconds once its input is closed, even while a streamed command runs
+    Given a freshly started provider that has been initialized
+    When a streamed command that sleeps for 30 seconds is running on that provider
+    And the host closes the provider's input
+    Then the provider process exits within 5 seconds
+
+  @id:exit-on-input-closed-while-stdio-process @req:SDP1-097 @must @dialect:sandbox-driver-v1 @cap:exec.stdio_process
+  Scenario: The provider exits within 5 seconds once its input is closed, even while a stdio process waits for input
+    Given a freshly started provider that has been initialized
+    When a stdio process waiting for its input is open on that provider
+    And the host closes the provider's input
+    Then the provider process exits within 5 seconds
+
+  @id:exit-on-input-closed-while-terminal @req:SDP1-097 @must @dialect:sandbox-driver-v1 @cap:pty
+  Scenario: The provider exits within 5 seconds once its input is closed, even while a terminal is open
+    Given a freshly started provider that has been initialized
+    When a terminal is open on that provider
     And the host closes the provider's input
     Then the provider process exits within 5 seconds

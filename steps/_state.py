@@ -227,6 +227,8 @@ class InteractiveState:
     sent: bytes | None = None
     # a read (of a process or a terminal) left waiting on its own thread
     waiting_read: Background | None = None
+    # input sent on its own thread to a process that does not read it
+    waiting_input: Background | None = None
     pty_id: str | None = None
     # everything the terminal showed, and how much of it the scenario has judged
     screen: bytes = b""

@@ -106,6 +106,11 @@ def _(world: World) -> None:
     fresh_provider(world).delete(world.require_sandbox().id, events=_new_route(world, "delete"))
 
 
+@when("I delete the sandbox again asking for events")
+def _(world: World) -> None:
+    fresh_provider(world).delete(world.require_sandbox().id, events=_new_route(world, "delete-again"))
+
+
 @when("I attach to a never-issued sandbox id asking for events")
 def _(world: World) -> None:
     route = _new_route(world, "attach")
@@ -189,6 +194,26 @@ def _(world: World) -> None:
                for e in route.received]
     expect(len(set(numbers)) == len(numbers),
            f"every event of the failed {action} has a sequence number of its own; they carry {numbers}")
+
+
+@then("the repeated delete reported its start and exactly one end wherever the first delete reported its own")
+def _(world: World) -> None:
+    _settle(world)
+    routes = dict(world.event_watch.operations)
+    first, again = routes["delete"], routes["delete-again"]
+    if not any(event.route_id == first.route_id for event in first.received):
+        # Reported on the handle's create route (early v1), or not at all: a handle that is gone has no route
+        # left for a repeated delete, so silence is all it can give. Whatever it did send must still pair up.
+        if again.received:
+            _started_and_terminal("repeated delete", again.received)
+        return
+    # The first delete reported on the route its own request gave (late v1): the repeated delete is an
+    # accepted operation too (it succeeds), and must report on its route the same way.
+    _started_and_terminal("repeated delete", [e for e in again.received])
+    ends = [e for e in again.received if e.type in TERMINAL]
+    expect(ends[0].type == "operation_completed",
+           f"the repeated delete succeeded, so its terminal event must be operation_completed; it emitted "
+           f"{_describe(again.received)}")
 
 
 @then("each operation's terminal event arrived before its answer")

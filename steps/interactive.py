@@ -205,6 +205,85 @@ def _(world: World) -> None:
                                  f"report the end of the output; it gave {_preview(read.value() or b'')}")
 
 
+# -- input nobody reads ----------------------------------------------------------------------------
+
+PIPE_PIECE = 32 * 1024  # what a host pumps per exec/stdio_input call
+UNREAD_INPUT = 32 * PIPE_PIECE  # 1 MiB: far more than any pipe buffer holds
+
+
+@when("I start sending the process more input than a pipe holds")
+def _(world: World) -> None:
+    process_id = _process(world)
+    processes = world.processes("write to a stdio process")
+
+    def pump() -> None:
+        # Piece by piece, as a host pumps input: once the pipe is full, one of these calls waits.
+        for _ in range(UNREAD_INPUT // PIPE_PIECE):
+            processes.write(process_id, b"x" * PIPE_PIECE)
+
+    world.interactive.waiting_input = Background(pump)
+    world.interactive.waiting_input.wait(1.0)  # let the pipe fill; an early end only proves less
+
+
+@then("a second stdio process running `cat` echoes a line while that input waits")
+def _(world: World) -> None:
+    processes = world.processes("open a stdio process")
+    sandbox_id = _sandbox_id(world)
+    line = (world.token("conformance-line") + "\n").encode()
+
+    def echo() -> bytes:
+        other = processes.open(sandbox_id, "cat", process_id=world.token("conformance-stdio"))
+        processes.write(other, line)
+        data = b""
+        while len(data) < len(line):
+            chunk = processes.read(other, timeout_s=PROMPT_S)
+            if chunk is None:
+                break
+            data += chunk
+        return data
+
+    running = Background(echo)
+    expect(running.wait(PROMPT_S * 2),
+           f"a second process got no echo within {PROMPT_S * 2:.0f} s while input to the first waited on a full "
+           "pipe; input a process does not read may hold up only its own call, never the provider's other work")
+    echoed = running.value()
+    expect(echoed == line, f"the second process should echo {_preview(line)}; it gave {_preview(echoed)}")
+
+
+@then("terminating the process is answered while that input waits")
+def _(world: World) -> None:
+    process_id = _process(world)
+    # A provider may also take all of it at once (queueing input of its own): then nothing waits, and the
+    # terminate is simply answered.
+    _promptly("terminating the process", lambda: world.processes("terminate a stdio process").terminate(process_id))
+
+
+@then("the waiting input is then answered")
+def _(world: World) -> None:
+    waiting = world.require(world.interactive.waiting_input, "input left waiting")
+    expect(waiting.wait(OUTPUT_S),
+           f"input waiting on the pipe of a terminated process got no answer within {OUTPUT_S:.0f} s of the terminate")
+    if isinstance(waiting.error, ApplicationErrorAnswer):
+        return  # refusing input to a process that is gone is an answer too
+    waiting.value()
+
+
+@when("I terminate the process")
+def _(world: World) -> None:
+    world.processes("terminate a stdio process").terminate(_process(world))
+
+
+TERMINATIONS = ("exited", "timed_out", "cancelled", "killed", "unknown")
+
+
+@then("waiting for the process reports one of the terminations exited, timed_out, cancelled, killed or unknown")
+def _(world: World) -> None:
+    ended = world.processes("wait for a stdio process").wait(_process(world), timeout_s=OUTPUT_S)
+    expect(ended.termination in TERMINATIONS,
+           f"waiting for a terminated process reported termination {ended.termination!r}, which is none of the "
+           f"protocol's {', '.join(TERMINATIONS)} (a host reads an unknown name as unknown, losing how it ended)")
+
+
 # -- terminals -------------------------------------------------------------------------------------
 
 

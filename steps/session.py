@@ -77,6 +77,33 @@ def _(world: World, seconds: int) -> None:
     time.sleep(0.3)  # the request is on the wire and the command has begun
 
 
+@when(parsers.parse("a streamed command that sleeps for {seconds:d} seconds is running on that provider"))
+def _(world: World, seconds: int) -> None:
+    raw_channel(world)
+    fresh = fresh_provider(world)
+    sandbox = fresh.create(SandboxRequest())
+    world.streams("streaming exec", fresh).start_exec(sandbox.id, ExecRequest(f"sleep {seconds}",
+                                                                              timeout_s=seconds + 30.0))
+    time.sleep(0.3)  # the request is on the wire and the command has begun
+
+
+@when("a stdio process waiting for its input is open on that provider")
+def _(world: World) -> None:
+    raw_channel(world)
+    fresh = fresh_provider(world)
+    sandbox = fresh.create(SandboxRequest())
+    world.facet("processes", "open a stdio process", fresh).open(sandbox.id, "cat",
+                                                                 process_id=world.token("conformance-stdio"))
+
+
+@when("a terminal is open on that provider")
+def _(world: World) -> None:
+    raw_channel(world)
+    fresh = fresh_provider(world)
+    sandbox = fresh.create(SandboxRequest())
+    world.facet("terminals", "open a terminal", fresh).open(sandbox.id, pty_id=world.token("conformance-pty"))
+
+
 @when("the host closes the provider's input")
 def _(world: World) -> None:
     raw_channel(world).close_input()
