@@ -181,16 +181,22 @@ def _list_requirements(args: argparse.Namespace) -> int:
     from conformance.reporting.catalogue import all_scenarios
 
     requirements = registry.load()
+    # Which set each requirement belongs to: a dialect's own rules (judging only its providers), or the gaps.
+    set_of = {rid: name for name in registry.registries() for rid in registry.load(name)}
     covering = registry.coverage(requirements, all_scenarios())
     states = {rid: registry.status(requirements[rid], sids) for rid, sids in covering.items()}
     counts = Counter(states.values())
     summary = {state: counts[state] for state in ("covered", "excluded", "uncovered")}
+    levels = {name: dict(Counter(r.level for r in requirements.values() if set_of[r.id] == name))
+              for name in registry.registries()}
     if args.json:
         print(json.dumps({
-            "requirements": [{"id": r.id, "level": r.level, "section": r.section, "testability": r.testability,
+            "requirements": [{"id": r.id, "set": set_of[r.id], "level": r.level, "section": r.section,
+                              "testability": r.testability,
                               "text": r.text, "status": states[r.id], "scenarios": covering[r.id],
                               "excluded": r.excluded, "note": r.note} for r in requirements.values()],
             "summary": summary,
+            "levels": levels,
         }, indent=2))
         return EXIT_OK
     from rich.console import Console
@@ -198,16 +204,23 @@ def _list_requirements(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     table = Table(title=f"{len(requirements)} requirements")
-    for column in ("id", "level", "testability", "covered by"):
+    for column in ("id", "set", "level", "testability", "covered by"):
         table.add_column(column)
     for r in requirements.values():
         if r.excluded:
             cell = escape(f"excluded: {r.excluded}")
         else:  # scenario ids of outline rows carry brackets, which rich would read as markup
             cell = escape(" ".join(covering[r.id])) if covering[r.id] else "[red]uncovered[/red]"
-        table.add_row(r.id, r.level, r.testability, cell)
+        table.add_row(r.id, set_of[r.id], r.level, r.testability, cell)
     console = Console(width=max(120, os.get_terminal_size(0).columns if sys.stdout.isatty() else 160))
     console.print(table)
+    sets = Table(title="levels per requirement set (a provider is held to its dialect's set and the gaps)")
+    sets.add_column("set")
+    for level in registry.LEVELS:
+        sets.add_column(level, justify="right")
+    for name, counted in levels.items():
+        sets.add_row(name, *(str(counted.get(level, 0)) for level in registry.LEVELS))
+    console.print(sets)
     console.print(f"BB/BB+F covered: {summary['covered']} · excluded: {summary['excluded']} · "
                   f"uncovered: {summary['uncovered']}", highlight=False)
     return EXIT_OK

@@ -15,7 +15,7 @@ Feature: Deleting sandboxes
     And I delete the sandbox again
     Then both deletes succeed
 
-  @id:delete-while-deleting @req:SDP1-059 @must
+  @id:delete-while-deleting @req:SDP1-059 @req:SKETCH-006 @req:REST-003 @must
   Scenario: Deleting a sandbox that is already being deleted succeeds
     Given a sandbox
     When I delete the sandbox twice at the same time

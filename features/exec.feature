@@ -6,7 +6,7 @@ Feature: Running commands
   Background:
     Given a sandbox
 
-  @id:exec-exit-code @req:SDP1-S01 @req:SDP1-073 @must
+  @id:exec-exit-code @req:SDP1-S01 @req:SDP1-073 @req:SKETCH-005 @req:REST-002 @must
   Scenario Outline: The command's exit code is reported
     When I run `exit <code>`
     Then the command ran and exited with code <code>
@@ -19,18 +19,18 @@ Feature: Running commands
       | 200  |
       | 255  |
 
-  @id:exec-separate-streams @req:SDP1-S04 @must
+  @id:exec-separate-streams @req:SDP1-S04 @req:SKETCH-005 @req:REST-002 @must
   Scenario: stdout and stderr are reported separately
     When I run `printf 'to stdout'; printf 'to stderr' >&2`
     Then stdout is exactly "to stdout"
     And stderr is exactly "to stderr"
 
-  @id:exec-env @req:SDP1-S02 @must
+  @id:exec-env @req:SDP1-S02 @req:SKETCH-005 @req:REST-002 @must
   Scenario: Variables given with the command reach it
     When I run `printf '%s' "$CONFORMANCE_GREETING"` with the variable CONFORMANCE_GREETING set to a generated value
     Then stdout is exactly that generated value
 
-  @id:exec-working-dir @req:SDP1-S03 @must
+  @id:exec-working-dir @req:SDP1-S03 @req:SKETCH-005 @req:REST-002 @must
   Scenario: A command runs in the working directory it is given
     When there is a directory "conformance-wd" in the sandbox
     And I run `pwd` in that directory, given by its absolute path
@@ -47,7 +47,7 @@ Feature: Running commands
     Then stderr is exactly every byte value from 0 to 255, in order
 
   # Each probe prints the expected text only under plain `bash -c`, and always exits 0.
-  @id:exec-bash-contract @req:SDP1-066 @must
+  @id:exec-bash-contract @req:SDP1-066 @req:SKETCH-005 @req:REST-002 @must
   Scenario Outline: A command runs under plain Bash: <property>
     When I run `<probe>`
     Then stdout is exactly "<answer>"
@@ -60,7 +60,7 @@ Feature: Running commands
       | no-pipefail         | false \| true; printf 'pipeline status %s' "$?"                                                       | pipeline status 0 |
       | not-posix-mode      | case ":$SHELLOPTS:" in *:posix:*) printf 'posix mode';; ::) printf 'not bash';; *) printf 'bash mode';; esac | bash mode |
 
-  @id:exec-command-literal @req:SDP1-066 @must
+  @id:exec-command-literal @req:SDP1-066 @req:SKETCH-005 @req:REST-002 @must
   Scenario: The command text reaches Bash exactly as written: quotes, globs, variables in single quotes, Unicode
     When I run `printf '%s|' 'single $HOME' "double \"quoted\"" '*' 'back\slash' '$(echo substituted)' "it's" 'naïve ✓ 日本語'`
     Then stdout is exactly "single $HOME|double "quoted"|*|back\slash|$(echo substituted)|it's|naïve ✓ 日本語|"
@@ -72,7 +72,7 @@ Feature: Running commands
     Then stdout is exactly "the command ran"
 
   # The command writes: ESC [31m red ESC [0m BEL SOH LF. No sanitization given means raw.
-  @id:exec-output-sanitization @req:SDP1-069 @req:SDP1-070 @must
+  @id:exec-output-sanitization @req:SDP1-069 @req:SDP1-070 @req:SKETCH-005 @req:REST-002 @must
   Scenario Outline: Output sanitization <sanitization> leaves exactly the bytes it promises, on both streams
     When I run `printf '\033[31mred\033[0m\007\001\n'; printf '\033[31mred\033[0m\007\001\n' >&2` with output sanitization <sanitization>
     Then stdout is exactly the bytes "<stdout>"
@@ -85,17 +85,17 @@ Feature: Running commands
       | strip_ansi   | red BEL SOH LF                  |
       | strip_all    | red LF                          |
 
-  @id:exec-stdin @req:SDP1-075 @cap:exec.stdin @must
+  @id:exec-stdin @req:SDP1-075 @cap:exec.stdin @req:SKETCH-013 @must
   Scenario: The bytes given as stdin reach the command, followed by end of file
     When I run `od -An -v -tx1 | tr -d ' \n'` with every byte value from 0 to 255 as its stdin
     Then stdout is every byte value from 0 to 255, in order, as hex
 
-  @id:exec-stdin-large @req:SDP1-075 @cap:exec.stdin @must
+  @id:exec-stdin-large @req:SDP1-075 @cap:exec.stdin @req:SKETCH-013 @must
   Scenario: Stdin far larger than a pipe's buffer reaches the command whole
     When I run `sha256sum` with 300 KiB of patterned bytes as its stdin
     Then stdout starts with the SHA-256 of those bytes
 
-  @id:exec-stdin-broken-pipe @req:SDP1-075 @cap:exec.stdin @must
+  @id:exec-stdin-broken-pipe @req:SDP1-075 @cap:exec.stdin @req:SKETCH-013 @must
   Scenario: A command that stops reading its stdin early is not an error
     When I run `head -c 1` with a megabyte of the letter x as its stdin
     Then the command ran and exited with code 0

@@ -10,7 +10,7 @@ Feature: Files in the sandbox
 
   # -- contents ------------------------------------------------------------------------------------
 
-  @id:fs-binary-round-trip @req:SDP1-035 @must
+  @id:fs-binary-round-trip @req:SDP1-035 @req:SKETCH-013 @must
   Scenario Outline: Whatever bytes are written to a file are read back unchanged
     When I write <content> to "<file>"
     Then reading "<file>" gives back exactly the bytes written
@@ -20,12 +20,12 @@ Feature: Files in the sandbox
       | every byte value from 0 to 255 | all-values.bin |
       | 300 KiB of patterned bytes     | large.bin      |
 
-  @id:fs-write-creates-parents @req:SDP1-082 @must
+  @id:fs-write-creates-parents @req:SDP1-082 @req:SKETCH-013 @must
   Scenario: Writing a file creates the directories above it that are missing
     When I write generated text to "drafts/2024/june/note.txt"
     Then reading "drafts/2024/june/note.txt" gives back exactly the bytes written
 
-  @id:fs-read-range @req:SDP1-083 @must
+  @id:fs-read-range @req:SDP1-083 @req:SKETCH-013 @must
   Scenario Outline: A read starts at its offset, stops after its length, and finds nothing at or past the end
     Given a file "letters.txt" containing "abcdefghijklmnopqrstuvwxyz"
     When I read "letters.txt" with offset <offset> and length <length>
@@ -42,42 +42,42 @@ Feature: Files in the sandbox
       | at the end                   | 26     | unset  | nothing                      |
       | past the end                 | 40     | 5      | nothing                      |
 
-  @id:fs-write-replaces @req:SDP1-084 @req:SDP1-085 @must
+  @id:fs-write-replaces @req:SDP1-084 @req:SDP1-085 @req:SKETCH-013 @must
   Scenario: A write that does not mention appending replaces the whole file, and a plain read returns all of it
     Given a file "report.txt" holding generated text
     When I write shorter generated text to "report.txt" without saying whether to append
     Then reading "report.txt" gives back exactly the bytes written
 
-  @id:fs-write-append-false-replaces @req:SDP1-084 @must
+  @id:fs-write-append-false-replaces @req:SDP1-084 @req:SKETCH-013 @must
   Scenario: A write with append set to false replaces the whole file
     Given a file "summary.txt" holding generated text
     When I write shorter generated text to "summary.txt" with append set to false
     Then reading "summary.txt" gives back exactly the bytes written
 
-  @id:fs-append-appends @req:SDP1-084 @must
+  @id:fs-append-appends @req:SDP1-084 @req:SKETCH-013 @must
   Scenario: A write with append set to true adds to the end of the file
     Given a file "journal.log" holding generated text
     When I append generated text to "journal.log"
     Then reading "journal.log" gives back the first text followed by the appended text
 
-  @id:fs-append-creates-file @req:SDP1-084 @must
+  @id:fs-append-creates-file @req:SDP1-084 @req:SKETCH-013 @must
   Scenario: Appending to a file that does not exist creates it
     When I append generated text to a file with a generated name that does not exist yet
     Then reading that file gives back exactly the bytes appended
 
-  @id:fs-append-creates-parents @req:SDP1-082 @req:SDP1-084 @must
+  @id:fs-append-creates-parents @req:SDP1-082 @req:SDP1-084 @req:SKETCH-013 @must
   Scenario: Appending to a file creates the directories above it that are missing
     When I append generated text to "logs/2024/june/app.log", which does not exist yet
     Then reading "logs/2024/june/app.log" gives back exactly the bytes written
 
-  @id:fs-read-missing-file @req:SDP1-S15 @req:SDP1-045 @must
+  @id:fs-read-missing-file @req:SDP1-S15 @req:SDP1-045 @req:SKETCH-013 @must
   Scenario: Reading a file that does not exist fails as not found or as an I/O error
     When I read a file with a generated name that does not exist
     Then the read fails with the error kind not_found, naming a file if it names a resource, or io
 
   # -- paths ---------------------------------------------------------------------------------------
 
-  @id:fs-relative-paths @req:SDP1-081 @must
+  @id:fs-relative-paths @req:SDP1-081 @req:SKETCH-013 @must
   Scenario: A relative path names the same file for the filesystem, for commands, and as an absolute path
     When I write generated text to "relative/x.txt"
     And I run `cat relative/x.txt`
@@ -87,7 +87,7 @@ Feature: Files in the sandbox
     When a command writes generated text to "relative/y.txt"
     Then reading "relative/y.txt" gives back exactly the bytes the command wrote
 
-  @id:fs-exists @req:SDP1-S09 @must
+  @id:fs-exists @req:SDP1-S09 @req:SKETCH-013 @must
   Scenario: A written file exists and a path nothing was written to does not
     Given a file "present.txt" holding generated text
     Then "present.txt" exists
@@ -95,7 +95,7 @@ Feature: Files in the sandbox
 
   # -- metadata ------------------------------------------------------------------------------------
 
-  @id:fs-metadata-kinds @req:SDP1-086 @must
+  @id:fs-metadata-kinds @req:SDP1-086 @req:SKETCH-013 @must
   Scenario: Metadata tells a file and a directory apart
     Given a file "kinds/plain.txt" holding generated text
     And a directory "kinds/folder" made with the filesystem
@@ -104,13 +104,13 @@ Feature: Files in the sandbox
 
   # The protocol only says kind is one of file, directory, symlink or other: a provider that reports what
   # a link points to (stat rather than lstat) breaks no MUST, so naming the link itself is a SHOULD.
-  @id:fs-metadata-symlink @req:SDP1-S19 @should
+  @id:fs-metadata-symlink @req:SDP1-S19 @req:SKETCH-013 @should
   Scenario: Metadata of a symbolic link says it is a symlink
     Given a file "kinds/plain.txt" holding generated text
     And a command has made "kinds/link" a symbolic link to "plain.txt"
     Then the metadata of "kinds/link" says it is a symlink
 
-  @id:fs-metadata-size-and-mode @req:SDP1-086 @must
+  @id:fs-metadata-size-and-mode @req:SDP1-086 @req:SKETCH-013 @must
   Scenario: Metadata gives a file's size in bytes and its permissions as a number
     Given a file "sized.txt" holding generated text
     And a command has set the permissions of "sized.txt" to 640
@@ -119,13 +119,13 @@ Feature: Files in the sandbox
 
   # -- directories ---------------------------------------------------------------------------------
 
-  @id:fs-create-dir @req:SDP1-S13 @req:SDP1-086 @must
+  @id:fs-create-dir @req:SDP1-S13 @req:SDP1-086 @req:SKETCH-013 @must
   Scenario: A created directory exists and is a directory
     When I create the directory "workbench"
     Then "workbench" exists
     And the metadata of "workbench" says it is a directory
 
-  @id:fs-list-dir-depth @req:SDP1-S10 @req:SDP1-086 @must
+  @id:fs-list-dir-depth @req:SDP1-S10 @req:SDP1-086 @req:SKETCH-013 @must
   Scenario Outline: A listing goes as many levels deep as asked, with paths relative to the listed directory
     Given a directory "tree" holding the files "top.txt", "sub/inner.txt" and "sub/deeper/deepest.txt"
     When I list "tree" to depth <depth>
@@ -139,28 +139,28 @@ Feature: Files in the sandbox
 
   # -- rename and delete ---------------------------------------------------------------------------
 
-  @id:fs-rename @req:SDP1-S11 @must
+  @id:fs-rename @req:SDP1-S11 @req:SKETCH-013 @must
   Scenario: A renamed file is gone from its old path and has its bytes at the new one
     Given a file "draft.txt" holding generated text
     When I rename "draft.txt" to "final.txt"
     Then "draft.txt" does not exist
     And reading "final.txt" gives back exactly the bytes written
 
-  @id:fs-delete-file @req:SDP1-S12 @must
+  @id:fs-delete-file @req:SDP1-S12 @req:SKETCH-013 @must
   Scenario: A deleted file no longer exists
     Given a file "obsolete.txt" holding generated text
     When I delete the file "obsolete.txt"
     Then the deletion succeeds
     And "obsolete.txt" does not exist
 
-  @id:fs-delete-recursive @req:SDP1-S12 @must
+  @id:fs-delete-recursive @req:SDP1-S12 @req:SKETCH-013 @must
   Scenario: A recursive delete removes a directory with everything in it
     Given a directory "scratch" holding the files "a.txt" and "nested/b.txt"
     When I delete the directory "scratch" recursively
     Then the deletion succeeds
     And "scratch" does not exist
 
-  @id:fs-delete-non-recursive-refuses @req:SDP1-S12 @must
+  @id:fs-delete-non-recursive-refuses @req:SDP1-S12 @req:SKETCH-013 @must
   Scenario: A delete that is not recursive refuses a directory that is not empty and leaves it in place
     Given a directory "keep" holding the files "a.txt" and "nested/b.txt"
     When I delete the directory "keep" without recursion
@@ -168,7 +168,7 @@ Feature: Files in the sandbox
     And reading "keep/a.txt" gives back exactly the bytes written
     And reading "keep/nested/b.txt" gives back exactly the bytes written
 
-  @id:fs-delete-empty-directory @req:SDP1-S12 @must
+  @id:fs-delete-empty-directory @req:SDP1-S12 @req:SKETCH-013 @must
   Scenario: A delete that is not recursive removes an empty directory
     Given a directory "vacant" made with the filesystem
     When I delete the directory "vacant" without recursion
@@ -177,7 +177,7 @@ Feature: Files in the sandbox
 
   # -- permissions ---------------------------------------------------------------------------------
 
-  @id:fs-set-permissions @req:SDP1-S14 @req:SDP1-086 @cap:fs.permissions @must
+  @id:fs-set-permissions @req:SDP1-S14 @req:SDP1-086 @cap:fs.permissions @req:SKETCH-013 @must
   Scenario: Setting a file's permissions changes the mode its metadata reports
     Given a file "secret.txt" holding generated text
     And a command has set the permissions of "secret.txt" to 644

@@ -5,7 +5,7 @@ Feature: Interactive processes, terminals and logs
   terminals are never sanitized, ids the host picks are never reused, and a waiting output read never
   holds up anything else.
 
-  @id:stdio-round-trip @req:SDP1-023 @must @cap:exec.stdio_process
+  @id:stdio-round-trip @req:SDP1-023 @req:SKETCH-013 @must @cap:exec.stdio_process
   Scenario: A stdio process gets its input, gives back its output, and reports how it ended
     Given a sandbox
     When I open a stdio process running `cat`
@@ -15,7 +15,7 @@ Feature: Interactive processes, terminals and logs
     Then the process's output ends
     And waiting for the process reports termination exited with exit code 0
 
-  @id:stdio-raw @req:SDP1-071 @must @cap:exec.stdio_process
+  @id:stdio-raw @req:SDP1-071 @req:SKETCH-013 @must @cap:exec.stdio_process
   Scenario: Bytes through a stdio process come back raw, escape sequences and control bytes included
     Given a sandbox
     When I open a stdio process running `cat`
@@ -23,7 +23,7 @@ Feature: Interactive processes, terminals and logs
     And I close the process's input
     Then the process echoes exactly those bytes
 
-  @id:stdio-duplicate-id @req:SDP1-076 @must @cap:exec.stdio_process
+  @id:stdio-duplicate-id @req:SDP1-076 @req:SKETCH-013 @must @cap:exec.stdio_process
   Scenario: A second stdio process with an id already in use is refused as invalid_spec naming process_id
     Given a sandbox
     When I open a stdio process running `cat`
@@ -31,7 +31,7 @@ Feature: Interactive processes, terminals and logs
     Then the second open is refused as invalid_spec naming process_id
     And the first process still echoes what it is sent
 
-  @id:stdio-long-poll @req:SDP1-077 @must @cap:exec.stdio_process
+  @id:stdio-long-poll @req:SDP1-077 @req:SKETCH-013 @must @cap:exec.stdio_process
   Scenario: A waiting read of a process's output holds up neither other requests, input nor terminate
     Given a sandbox
     When I open a stdio process running `cat`
@@ -43,7 +43,7 @@ Feature: Interactive processes, terminals and logs
     Then terminating the process is answered while the read waits
     And the waiting read then reports the end of the output
 
-  @id:stdio-input-not-serialized @req:SDP1-007 @req:SDP1-077 @must @cap:exec.stdio_process
+  @id:stdio-input-not-serialized @req:SDP1-007 @req:SDP1-077 @req:SKETCH-013 @must @cap:exec.stdio_process
   Scenario: Input that a process is not reading holds up only that input, never another process or a terminate
     Given a sandbox
     When I open a stdio process running `sleep 30`
@@ -52,14 +52,14 @@ Feature: Interactive processes, terminals and logs
     And terminating the process is answered while that input waits
     And the waiting input is then answered
 
-  @id:stdio-terminated-termination @req:SDP1-073 @should @cap:exec.stdio_process
+  @id:stdio-terminated-termination @req:SDP1-073 @req:SKETCH-013 @should @cap:exec.stdio_process
   Scenario: A terminated process is reported with one of the protocol's termination names
     Given a sandbox
     When I open a stdio process running `sleep 30`
     And I terminate the process
     Then waiting for the process reports one of the terminations exited, timed_out, cancelled, killed or unknown
 
-  @id:pty-echo-resize @req:SDP1-023 @must @cap:pty @cap:pty.resize
+  @id:pty-echo-resize @req:SDP1-023 @req:SKETCH-013 @must @cap:pty @cap:pty.resize
   Scenario: A terminal echoes what is typed, runs it, and follows a resize
     Given a sandbox
     When I open a terminal of 24 rows and 80 columns
@@ -70,14 +70,14 @@ Feature: Interactive processes, terminals and logs
     And I type `stty size` into the terminal
     Then the terminal reports its size as 30 rows and 100 columns
 
-  @id:pty-raw @req:SDP1-071 @must @cap:pty
+  @id:pty-raw @req:SDP1-071 @req:SKETCH-013 @must @cap:pty
   Scenario: A terminal passes a program's escape sequences through unchanged
     Given a sandbox
     When I open a terminal of 24 rows and 80 columns
     And I type `printf '\033[1;31m%s\033[0m\n' conformance-$((6*7))` into the terminal
     Then the terminal passes the colour escape sequences through unchanged
 
-  @id:pty-duplicate-id @req:SDP1-076 @must @cap:pty
+  @id:pty-duplicate-id @req:SDP1-076 @req:SKETCH-013 @must @cap:pty
   Scenario: A second terminal with an id already in use is refused as invalid_spec naming pty_id
     Given a sandbox
     When I open a terminal of 24 rows and 80 columns
@@ -85,7 +85,7 @@ Feature: Interactive processes, terminals and logs
     Then the second open is refused as invalid_spec naming pty_id
     And the first terminal still runs what is typed
 
-  @id:pty-long-poll @req:SDP1-077 @must @cap:pty @cap:pty.resize
+  @id:pty-long-poll @req:SDP1-077 @req:SKETCH-013 @must @cap:pty @cap:pty.resize
   Scenario: A waiting read of a terminal's output holds up neither resize nor input
     Given a sandbox
     When I open a terminal of 24 rows and 80 columns
@@ -97,14 +97,14 @@ Feature: Interactive processes, terminals and logs
     And the waiting read then returns output
     And the terminal shows "got-conformance"
 
-  @id:logs-provision @req:SDP1-079 @must @cap:logs.provision
+  @id:logs-provision @req:SDP1-079 @req:SKETCH-013 @must @cap:logs.provision
   Scenario: A follow of the provision log delivers its output before its final answer
     Given a sandbox
     When I follow the sandbox's provision log to its end
     Then the follow delivered some log output
     And every piece of log output arrived before the follow's answer
 
-  @id:logs-cancel @req:SDP1-079 @must @cap:logs.entrypoint
+  @id:logs-cancel @req:SDP1-079 @req:SKETCH-013 @must @cap:logs.entrypoint
   Scenario: An open follow ends with an answer once it is cancelled
     Given a sandbox
     When I follow the sandbox's entrypoint log

@@ -6,7 +6,7 @@ Feature: Sandbox lifecycle
   (pause, archive, fork, snapshots, volumes, SSH access, ...) works when it is declared; scenarios
   about a verb the provider does not declare are skipped, naming the capability.
 
-  @id:create-describe-delete @req:SDP1-050 @must
+  @id:create-describe-delete @req:SDP1-050 @req:SKETCH-004 @req:SKETCH-006 @req:REST-001 @req:REST-008 @must
   Scenario: A sandbox can be created, described and deleted
     Given a provider
     When I create a sandbox
@@ -30,7 +30,7 @@ Feature: Sandbox lifecycle
     When I create a sandbox
     Then the sandbox id is non-empty, at most 256 bytes, without whitespace or control characters
 
-  @id:describe-after-delete @req:SDP1-S05 @must
+  @id:describe-after-delete @req:SDP1-S05 @req:SKETCH-012 @req:REST-008 @must
   Scenario: A deleted sandbox is reported gone
     Given a sandbox
     When I delete the sandbox
@@ -61,13 +61,13 @@ Feature: Sandbox lifecycle
     Then the list includes the first sandbox
     And the list does not include the other sandbox
 
-  @id:attach-by-id @req:SDP1-039 @req:SDP1-050 @must
+  @id:attach-by-id @req:SDP1-039 @req:SDP1-050 @req:REST-008 @must
   Scenario: Attaching by a stored sandbox id answers a handle to the same sandbox
     Given a sandbox
     When I attach to the sandbox by its id
     Then the attached handle names the same sandbox and working directory
 
-  @id:attach-unknown @req:SDP1-S17 @must
+  @id:attach-unknown @req:SDP1-S17 @req:REST-008 @must
   Scenario: Attaching to an id the provider never issued is refused as not_found
     Given a provider
     When I attach to a sandbox id that was never issued
@@ -98,7 +98,7 @@ Feature: Sandbox lifecycle
     Then the sandbox is described as running
     And every state reported along the way is one of the protocol's sandbox states
 
-  @id:pause-resume @req:SDP1-023 @must @cap:lifecycle.pause
+  @id:pause-resume @req:SDP1-023 @req:SKETCH-013 @must @cap:lifecycle.pause
   Scenario: A paused sandbox is described paused, and once resumed it runs commands again
     Given a sandbox
     When I pause the sandbox
@@ -108,7 +108,7 @@ Feature: Sandbox lifecycle
     When I run `printf resumed`
     Then stdout is exactly "resumed"
 
-  @id:archive-start @req:SDP1-023 @must @cap:lifecycle.archive
+  @id:archive-start @req:SDP1-023 @req:SKETCH-013 @must @cap:lifecycle.archive
   Scenario: An archived sandbox keeps its files and runs again once started
     Given a sandbox with a marker file
     When I archive the sandbox
@@ -117,7 +117,7 @@ Feature: Sandbox lifecycle
     Then the sandbox is described as running
     And the marker file is still there
 
-  @id:refresh-activity @req:SDP1-023 @req:SDP1-S17 @must @cap:lifecycle.refresh_activity
+  @id:refresh-activity @req:SDP1-023 @req:SDP1-S17 @req:SKETCH-013 @must @cap:lifecycle.refresh_activity
   Scenario: Refreshing a sandbox's activity keeps it running, and needs a sandbox that exists
     Given a sandbox
     When I refresh the sandbox's activity
@@ -125,7 +125,7 @@ Feature: Sandbox lifecycle
     When I refresh the activity of a sandbox id that was never issued
     Then that refresh is refused as not_found
 
-  @id:set-labels-replace @req:SDP1-023 @must @cap:lifecycle.labels
+  @id:set-labels-replace @req:SDP1-023 @req:SKETCH-013 @must @cap:lifecycle.labels
   Scenario: Setting a sandbox's labels replaces all of them
     Given a sandbox labelled with a generated label
     When I replace the sandbox's labels with a new generated label, keeping the run label
@@ -133,7 +133,7 @@ Feature: Sandbox lifecycle
     And listing by the new label finds the sandbox
     And listing by the replaced label does not find it
 
-  @id:undelete @req:SDP1-061 @must @cap:lifecycle.undelete
+  @id:undelete @req:SDP1-061 @req:SKETCH-013 @must @cap:lifecycle.undelete
   Scenario: Undeleting a deleted sandbox brings it back with its files
     Given a sandbox with a marker file
     When I delete the sandbox
@@ -148,7 +148,7 @@ Feature: Sandbox lifecycle
     When I fork the sandbox without its memory
     Then the fork is refused as invalid_spec naming include_memory, or as unsupported naming lifecycle.fork when forks are not declared
 
-  @id:resize @req:SDP1-023 @must @cap:lifecycle.resize
+  @id:resize @req:SDP1-023 @req:SKETCH-013 @must @cap:lifecycle.resize
   Scenario: A resized sandbox reports its new resources and keeps running
     Given a sandbox
     When I resize the sandbox to a different number of CPU cores
@@ -162,7 +162,7 @@ Feature: Sandbox lifecycle
     When I create a sandbox whose lifecycle timers are all left unset
     Then the sandbox is described as running
 
-  @id:timers-zero-off @req:SDP1-054 @must @cap:lifecycle.timers
+  @id:timers-zero-off @req:SDP1-054 @req:SKETCH-013 @must @cap:lifecycle.timers
   Scenario: A lifecycle timer set to zero is switched off, not fired at once
     Given a sandbox
     When I set the sandbox's timers, leaving them all unset
@@ -171,7 +171,7 @@ Feature: Sandbox lifecycle
     Then the timers are accepted, or refused as invalid_spec naming the timers
     And the sandbox is still described as running after staying idle for a moment
 
-  @id:update-network @req:SDP1-023 @must @cap:lifecycle.update_network
+  @id:update-network @req:SDP1-023 @req:SKETCH-013 @must @cap:lifecycle.update_network
   Scenario: A sandbox's network policy can be changed to a policy the provider declares
     Given a sandbox
     When I change the sandbox's network policy to one the provider declares
@@ -227,13 +227,13 @@ Feature: Sandbox lifecycle
 
   # -- snapshots and volumes -------------------------------------------------------------------------
 
-  @id:snapshot-modes-honest @req:SDP1-064 @must @cap:lifecycle.snapshot_sandbox
+  @id:snapshot-modes-honest @req:SDP1-064 @req:SKETCH-013 @must @cap:lifecycle.snapshot_sandbox
   Scenario: A snapshot that keeps live processes is taken only by a provider that declares it
     Given a sandbox
     When I snapshot the sandbox including its memory and running processes
     Then the snapshot is taken if live-process snapshots are declared, and otherwise refused as unsupported naming snapshots.live_process_state
 
-  @id:snapshot-delete-idempotent @req:SDP1-089 @req:SDP1-040 @must @cap:snapshots @cap:snapshots.filesystem
+  @id:snapshot-delete-idempotent @req:SDP1-089 @req:SDP1-040 @req:SKETCH-013 @must @cap:snapshots @cap:snapshots.filesystem
   Scenario: A snapshot is described with a known state, and deleting it succeeds however often it is asked
     Given a sandbox
     When I create a snapshot of the sandbox
@@ -254,14 +254,14 @@ Feature: Sandbox lifecycle
       | sandbox_kind |
       | resources    |
 
-  @id:snapshot-activation-gated @req:SDP1-029 @must @cap:snapshots @cap:snapshots.filesystem
+  @id:snapshot-activation-gated @req:SDP1-029 @req:SKETCH-013 @must @cap:snapshots @cap:snapshots.filesystem
   Scenario: Deactivating a snapshot needs snapshots.activation
     Given a sandbox
     When I create a snapshot of the sandbox
     And I deactivate the snapshot
     Then the deactivation is served if snapshot activation is declared, and otherwise refused as unsupported naming snapshots.activation
 
-  @id:snapshot-activation @req:SDP1-029 @must @cap:snapshots.activation @cap:snapshots.filesystem
+  @id:snapshot-activation @req:SDP1-029 @req:SKETCH-013 @must @cap:snapshots.activation @cap:snapshots.filesystem
   Scenario: A deactivated snapshot is described inactive, and an activated one active
     Given a sandbox
     When I create a snapshot of the sandbox
@@ -281,7 +281,7 @@ Feature: Sandbox lifecycle
       | snapshots |
       | volumes   |
 
-  @id:volume-lifecycle @req:SDP1-089 @req:SDP1-040 @must @cap:volumes
+  @id:volume-lifecycle @req:SDP1-089 @req:SDP1-040 @req:SKETCH-013 @must @cap:volumes
   Scenario: A volume is described with a known state, listed, and deleted idempotently
     Given a provider
     When I create a volume
@@ -294,7 +294,7 @@ Feature: Sandbox lifecycle
 
   # -- access --------------------------------------------------------------------------------------
 
-  @id:ssh-access @req:SDP1-091 @must @cap:access.ssh
+  @id:ssh-access @req:SDP1-091 @req:SKETCH-013 @must @cap:access.ssh
   Scenario: SSH access is a command that runs as it is, and a lifetime is honoured or refused by name
     Given a sandbox
     When I ask for SSH access to the sandbox
@@ -302,7 +302,7 @@ Feature: Sandbox lifecycle
     When I ask for SSH access to the sandbox for 60 seconds
     Then the access expires within 60 seconds if SSH lifetimes are declared, and otherwise is refused as unsupported naming access.ssh.ttl
 
-  @id:ssh-revoke @req:SDP1-092 @must @cap:access.ssh @cap:access.ssh.revoke
+  @id:ssh-revoke @req:SDP1-092 @req:SKETCH-013 @must @cap:access.ssh @cap:access.ssh.revoke
   Scenario: SSH access comes with a token that can be revoked
     Given a sandbox
     When I ask for SSH access to the sandbox

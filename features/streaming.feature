@@ -7,32 +7,32 @@ Feature: Streaming a command's output
   Background:
     Given a sandbox
 
-  @id:stream-output-before-response @req:SDP1-100 @must
+  @id:stream-output-before-response @req:SDP1-100 @req:SKETCH-013 @must
   Scenario: Every output chunk arrives before the response, in the order it was written
     When I stream `for i in 1 2 3 4 5; do echo "line $i"; sleep 0.05; done`
     Then every output chunk arrived before the response
     And the streamed stdout is exactly "line 1\nline 2\nline 3\nline 4\nline 5\n"
 
-  @id:stream-stderr-tagged @req:SDP1-101 @req:SDP1-103 @must
+  @id:stream-stderr-tagged @req:SDP1-101 @req:SDP1-103 @req:SKETCH-013 @must
   Scenario: stderr is streamed tagged stderr when the streams are separated, and as stdout when they are not
     When I stream `printf 'to stdout'; printf 'to stderr' >&2`
     Then every output chunk is tagged stdout or stderr
     And the chunks keep stdout and stderr apart exactly as far as the result says the streams are separated
 
   # A replayed buffer would arrive all at once, right before the response.
-  @id:stream-live-streaming-honest @req:SDP1-102 @must
+  @id:stream-live-streaming-honest @req:SDP1-102 @req:SKETCH-013 @must
   Scenario: A result claims live streaming only when output arrived while the command was still running
     When I stream `echo first; sleep 2; echo second`
     Then if the result claims live streaming, the first chunk arrived at least 1 second before the response
     And the streamed stdout is exactly "first\nsecond\n"
 
-  @id:stream-claims-declared @req:SDP1-104 @must
+  @id:stream-claims-declared @req:SDP1-104 @req:SKETCH-013 @must
   Scenario: A streaming result claims no property the provider did not declare at initialize
     When I stream `printf 'to stdout'; printf 'to stderr' >&2`
     Then the result claims live streaming only if the provider declared exec.live_streaming
     And the result claims separated streams only if the provider declared exec.streams_separated
 
-  @id:stream-retention @req:SDP1-105 @req:SDP1-106 @req:SDP1-107 @must
+  @id:stream-retention @req:SDP1-105 @req:SDP1-106 @req:SDP1-107 @req:SKETCH-013 @must
   Scenario Outline: A retained output limit caps only the copy in the result, never the stream (<stream>)
     When I stream a command that writes the numbers 1 to 2000 to <stream>, retaining at most 1000 bytes
     Then the chunks carry every byte written to <stream>, in order
@@ -44,20 +44,20 @@ Feature: Streaming a command's output
       | stdout |
       | stderr |
 
-  @id:stream-retention-odd @req:SDP1-105 @req:SDP1-106 @must
+  @id:stream-retention-odd @req:SDP1-105 @req:SDP1-106 @req:SKETCH-013 @must
   Scenario: An odd retained output limit is counted as exactly as an even one
     When I stream a command that writes the numbers 1 to 2000 to stdout, retaining at most 999 bytes
     Then the chunks carry every byte written to stdout, in order
     And the stdout capture counts every byte as observed, 999 retained, the rest omitted, nothing truncated
 
-  @id:stream-retention-zero @req:SDP1-105 @req:SDP1-106 @must
+  @id:stream-retention-zero @req:SDP1-105 @req:SDP1-106 @req:SKETCH-013 @must
   Scenario: A retained output limit of 0 keeps nothing in the result and still streams everything
     When I stream a command that writes the numbers 1 to 2000 to stdout, retaining at most 0 bytes
     Then the chunks carry every byte written to stdout, in order
     And the stdout capture counts every byte as observed, 0 retained, the rest omitted, nothing truncated
     And the result keeps nothing of stdout
 
-  @id:stream-concurrent @req:SDP1-109 @must
+  @id:stream-concurrent @req:SDP1-109 @req:SKETCH-013 @must
   Scenario: A slow stream does not hold up another command or another request
     When I stream a slow command that prints a line every 50 ms for 1.5 seconds
     And while it runs I stream a fast command and describe the sandbox
@@ -65,26 +65,26 @@ Feature: Streaming a command's output
     And the fast command's chunks carry exactly its own output
     And the slow command's chunks carry all of its lines, in order
 
-  @id:stream-same-interpreter @req:SDP1-068 @must
+  @id:stream-same-interpreter @req:SDP1-068 @req:SKETCH-013 @must
   Scenario: Buffered and streamed commands run under the same interpreter with the same options
     When I run `printf '%s|%s|%s|%s' "${BASH_VERSION:-not bash}" "$-" "${SHELLOPTS:-none}" "$(shopt login_shell)"` both buffered and streamed
     Then both runs printed the same, and it names a Bash version
 
   # The escape sequence is split across two writes, so it reaches the provider in two chunks.
-  @id:stream-sanitized @req:SDP1-070 @must
+  @id:stream-sanitized @req:SDP1-070 @req:SKETCH-013 @must
   Scenario: Sanitization applies to streamed chunks across chunk boundaries, before the bytes are counted
     When I stream `printf '\033'; sleep 0.3; printf '[31mred\033[0m\n'` with output sanitization strip_all
     Then the streamed stdout is exactly "red\n"
     And stdout is exactly "red\n"
     And the stdout capture observed 4 bytes
 
-  @id:stream-cancel @req:SDP1-074 @cap:exec.cancel @must
+  @id:stream-cancel @req:SDP1-074 @cap:exec.cancel @req:SKETCH-013 @must
   Scenario: A cancelled stream ends soon, as a normal result that says it was cancelled
     When I start streaming `printf started; sleep 10; printf finished`
     And I cancel it once it has started
     Then the stream answered a normal result with termination cancelled, at most 5 seconds after the cancel
 
-  @id:stream-cancel-idle @req:SDP1-110 @must
+  @id:stream-cancel-idle @req:SDP1-110 @req:SKETCH-013 @must
   Scenario Outline: Cancelling an exec id that is <exec> succeeds and changes nothing
     When I start streaming `printf 'running, '; sleep 0.5; printf 'still here'`
     And while it runs I cancel an exec id that is <exec>

@@ -76,8 +76,19 @@ def test_the_sketch_reference_passes_and_reports_its_gaps(tmp_path) -> None:
     assert statuses["snapshot-missing-refused"] == "refused"
     assert gaps["GAP-3"]["status"] == "supported"
     skipped = [s for s in results["scenarios"] if s["outcome"] == "skipped"]
-    assert all(s["message"].startswith(("capability ", "applies to dialect", "the fabro-sketch dialect cannot express"))
+    assert all(s["message"].startswith(("capability ", "applies to dialect", "the fabro-sketch dialect cannot express",
+                                        "the fabro-sketch dialect states no rule"))
                for s in skipped), {s["id"]: s["message"] for s in skipped}
+    # Judged by the sketch's own rules: no sandbox-driver rule is cited, and a scenario backed by a v1 rule
+    # and a gap proposal is, on the sketch, a gap scenario.
+    ran = [s for s in results["scenarios"] if s["outcome"] in ("passed", "failed")]
+    assert ran and all(r.startswith(("SKETCH-", "GAP-")) for s in ran for r in s["requirements"]), \
+        {s["id"]: s["requirements"] for s in ran}
+    by_id = {s["id"]: s for s in results["scenarios"]}
+    assert by_id["timeout-is-not-an-exit-code"]["requirements"] == ["GAP-3"]
+    assert by_id["timeout-is-not-an-exit-code"]["level"] == "gap"
+    assert by_id["exec-env"]["requirements"] == ["SKETCH-005"] and by_id["exec-env"]["level"] == "must"
+    assert by_id["sandbox-id-rules"]["message"].startswith("the fabro-sketch dialect states no rule")
 
 
 def test_the_v1_reference_reports_its_gaps(tmp_path) -> None:

@@ -171,6 +171,11 @@ def test_list_requirements_json_joins_the_registry_and_the_scenario_tags() -> No
     assert rows["SDP1-059"]["scenarios"] and rows["SDP1-059"]["status"] == "covered"
     assert rows["SDP1-013"]["status"] == "excluded" and rows["SDP1-013"]["excluded"]
     assert sum(data["summary"].values()) == len(rows)
+    # Each requirement names its set, and the levels per set add up to the registry.
+    assert rows["SDP1-059"]["set"] == "sandbox-driver-v1" and rows["GAP-1"]["set"] == "gaps"
+    assert rows["SKETCH-001"]["set"] == "fabro-sketch" and rows["REST-001"]["set"] == "rest"
+    assert sum(sum(levels.values()) for levels in data["levels"].values()) == len(rows)
+    assert data["levels"]["gaps"] == {"GAP": len([r for r in rows if r.startswith("GAP-")])}
     assert data["summary"]["uncovered"] == sum(1 for row in rows.values() if row["status"] == "uncovered")
 
 

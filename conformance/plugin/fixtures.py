@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 from faker import Faker
 
+from conformance import requirements
 from conformance.adapter import ProviderAdapter
 from conformance.connections import ProviderConnections, scenario_owner
 from conformance.errors import NotExpressible
@@ -32,6 +34,13 @@ def _conformance_scenario(request: pytest.FixtureRequest) -> Iterator[None]:
     if info.dialects and adapter.dialect not in info.dialects:
         item.stash[SKIP_CAUSE] = "other dialect"
         pytest.skip(f"applies to dialect {', '.join(info.dialects)} only; the provider speaks {adapter.dialect}")
+    cited = requirements.cited_under(info.requirements, adapter.dialect)
+    if not cited:
+        item.stash[SKIP_CAUSE] = "no rule"
+        pytest.skip(f"the {adapter.dialect} dialect states no rule this scenario checks (it checks "
+                    f"{', '.join(info.requirements)}, rules of another dialect)")
+    # The scenario is judged by the rules of the dialect it runs against, and reported under them.
+    info = item.stash[INFO] = replace(info, requirements=cited, level=requirements.level_under(info.level, cited))
     for capability in info.capabilities:
         missing = adapter.capabilities_without_method.get(capability)
         if missing is not None:

@@ -18,7 +18,7 @@ _SEVERITY = {"passed": 0, "disabled": 1, "skipped": 2, "failed": 3, "error": 4}
 
 
 # Why a scenario was skipped, kept typed so the gap section never re-reads the message.
-SKIP_CAUSES = ("not declared", "not expressible", "other dialect")
+SKIP_CAUSES = ("not declared", "not expressible", "other dialect", "no rule")
 
 
 @dataclass(kw_only=True)

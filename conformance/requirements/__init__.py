@@ -125,6 +125,26 @@ def _parse(entry: Any, where: str) -> Requirement:
     return Requirement(**{key: entry.get(key) for key in REQUIRED_KEYS + OPTIONAL_KEYS})
 
 
+GAPS = "gaps"  # the gap proposals: no dialect's rules, but asked of every provider (at their own level)
+
+
+def cited_under(ids: Iterable[str], dialect: str) -> tuple[str, ...]:
+    """The requirements among ``ids`` that a provider speaking ``dialect`` is held to: the rules of the
+    dialect's own registry (named like the dialect) and the gap proposals. A v1 rule cited by a scenario
+    never judges a sketch or REST provider."""
+    own = {rid for rid, _ in _load(dialect)} if dialect in registries() else set()
+    gaps = {rid for rid, _ in _load(GAPS)}
+    return tuple(rid for rid in ids if rid in own or rid in gaps)
+
+
+def level_under(level: str | None, cited: Iterable[str]) -> str | None:
+    """A scenario's level once its citations are those of one dialect: backed by gap proposals alone,
+    it reports findings at the gap level; otherwise its own tag decides."""
+    cited = list(cited)
+    gaps = {rid for rid, _ in _load(GAPS)}
+    return "gap" if cited and all(rid in gaps for rid in cited) else level
+
+
 def coverage(requirements: Mapping[str, Requirement], scenarios: Iterable[ScenarioLike]) -> dict[str, list[str]]:
     """Each requirement id → the ids of the scenarios tagging it (empty list when none do)."""
     covered: dict[str, list[str]] = {rid: [] for rid in requirements}
