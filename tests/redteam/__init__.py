@@ -39,5 +39,6 @@ def load() -> dict[str, Mutant]:
     """Import every module that registers mutants; the complete registry."""
     from tests.redteam import blind_1  # noqa: F401
     from tests.redteam import blind_2  # noqa: F401
+    from tests.redteam import blind_3  # noqa: F401
 
     return REGISTRY
