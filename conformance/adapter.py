@@ -502,6 +502,9 @@ class Operations(ABC):
 
     # Does an ``unsupported`` refusal name the capability (``detail.capability``)?
     refusal_names_capability: bool = True
+    # Operations another dialect gates that this one has as core methods, never refused: name -> where
+    # this dialect has it (a skip says so, instead of "cannot express").
+    core_here: Mapping[str, str] = {}
 
     @property
     @abstractmethod
@@ -631,7 +634,8 @@ class ProviderAdapter(ABC):
     wire_methods_without_facet: Mapping[str, tuple[str, str]] = {}
     # Capabilities a provider of this dialect may declare (the forkd plugin declares `exec.cancel: false`)
     # although the dialect has no message to exercise them, with the neutral words of what is missing: a
-    # scenario gated on one is "the <dialect> dialect cannot express: <words>", whatever is declared.
+    # scenario gated on one is "capability X not declared" when X is declared false (the flag exists and
+    # says no), and "the <dialect> dialect cannot express: <words>" when it is declared true.
     capabilities_without_method: Mapping[str, str] = {}
     # Capabilities other dialects gate that this one has as core methods, with no flag to declare (v1's
     # sandbox/stop is core, the sketch's is gated by lifecycle.stop): a @cap: gate on one always applies.
@@ -716,6 +720,13 @@ class ProviderAdapter(ABC):
 
     def shutdown(self) -> Any:
         raise NotExpressible(self.dialect, "shutdown")
+
+    @contextmanager
+    def alongside(self, sandbox_id: str) -> Iterator[None]:
+        """While active, a call naming a sandbox this adapter never saw goes where ``sandbox_id``'s calls go:
+        to the process that owns it, for a dialect with one sandbox per process (so a plugin that ignores the
+        id it is given shows it). Elsewhere every call goes the same way, and this changes nothing."""
+        yield
 
     # -- diagnostics -----------------------------------------------------------------------------
 

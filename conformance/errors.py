@@ -8,7 +8,8 @@ the scenario's outcome and the command's exit code::
     ├── HarnessError               the suite or its environment broke               → outcome "error"
     │   └── ProviderStartError     the provider could not be started or handshaken  → exit 2 / "error"
     ├── NotExpressible             the dialect has no way to ask for this          → outcome "skipped"
-    │   └── NotDriven              the dialect has the message, the suite does not drive it yet
+    │   ├── NotDriven              the dialect has the message, the suite does not drive it yet
+    │   └── NotOptional            the dialect has it as a core method, gated by no capability
     ├── CapabilityNotDeclared      the dialect has it, the provider declares it false → outcome "skipped"
     ├── ProviderViolation          the provider broke a rule                        → outcome "failed"
     │   ├── WireViolation          a line that is not a JSON-RPC message, a batch, a bad envelope
@@ -63,6 +64,16 @@ class NotDriven(NotExpressible):
         super().__init__(dialect, operation)
         self.method = method
         ConformanceError.__init__(self, f"the suite does not drive the {dialect} dialect's {method} yet: {operation}")
+
+
+class NotOptional(NotExpressible):
+    """Another dialect's optional operation that this dialect has as a core method: no capability gates
+    it here, so there is nothing to refuse (its own scenarios check it)."""
+
+    def __init__(self, dialect: str, operation: str, where: str) -> None:
+        super().__init__(dialect, operation)
+        self.where = where
+        ConformanceError.__init__(self, f"on the {dialect} dialect, {operation} is no optional operation: {where}")
 
 
 class CapabilityNotDeclared(ConformanceError):

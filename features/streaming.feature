@@ -78,6 +78,11 @@ Feature: Streaming a command's output
     And stdout is exactly "red\n"
     And the stdout capture observed 4 bytes
 
+  @id:stream-stdin @req:SDP1-075 @req:SKETCH-013 @cap:exec.stdin @must
+  Scenario: The bytes given as stdin reach a streamed command too, followed by end of file
+    When I stream `od -An -v -tx1 | tr -d ' \n'` with every byte value from 0 to 255 as its stdin
+    Then the streamed stdout is every byte value from 0 to 255, in order, as hex
+
   @id:stream-cancel @req:SDP1-074 @cap:exec.cancel @req:SKETCH-013 @must
   Scenario: A cancelled stream ends soon, as a normal result that says it was cancelled
     When I start streaming `printf started; sleep 10; printf finished`

@@ -43,6 +43,13 @@ Feature: The wire: framing, envelope and concurrency
     Then every one of those requests was answered exactly once, under its own id
     And each answer fits its own request
 
+  @id:wire-large-answers-whole @req:SDP1-002 @req:SDP1-003 @req:SDP1-005 @req:SKETCH-013 @must
+  Scenario: Large answers to requests sent at once each arrive whole, one message per line
+    Given a sandbox
+    When I write a file of 512 KiB of patterned bytes into the sandbox
+    And I read that file 8 times at once
+    Then every read returned the whole file
+
   @id:wire-no-head-of-line-blocking @req:SDP1-007 @req:SDP1-006 @must
   Scenario: A quick request is answered while a slow streamed command is still running
     Given a sandbox

@@ -205,7 +205,8 @@ class World:
         expect(self.outcome is not None, "no command has run yet")
         assert self.outcome is not None
         expect(self.outcome.outcome == "ran",
-               f"the command should have run, but the provider could not run it: {self.outcome.error}")
+               f"the command's result should have come back, but the provider answered an error instead: "
+               f"{self.outcome.error}")
         return self.outcome
 
 

@@ -135,6 +135,9 @@ class WireProbeState:
     marker_request_id: int | None = None
     # the requests sent together in one write, by id: (method, params)
     requests: dict[int, tuple[str, Any]] | None = None
+    # a large file, and what each of the reads sent at once returned (bytes, or the exception)
+    large_file: tuple[str, bytes] | None = None
+    large_reads: list[Any] | None = None
     # the 3-second streamed command, when the describe sent while it ran came back (time.monotonic()),
     # and whether the command was still running then
     long_command: RunningExec | None = None

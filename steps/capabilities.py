@@ -6,7 +6,7 @@ import pytest
 from pytest_bdd import parsers, then, when
 
 from conformance.adapter import SnapshotRef
-from conformance.errors import ApplicationErrorAnswer, NotExpressible
+from conformance.errors import ApplicationErrorAnswer, CapabilityNotDeclared, NotExpressible, NotOptional
 
 from ._shared import World, attempt, expect
 
@@ -16,6 +16,12 @@ def _(world: World, operation: str) -> None:
     operations = world.operations(operation)
     info = operations.catalogue.get(operation)
     if info is None:
+        where = operations.core_here.get(operation)
+        if where is not None:
+            raise NotOptional(world.provider.dialect, operation, where)
+        flag = {what: name for name, what in world.provider.capabilities_without_method.items()}.get(operation)
+        if flag is not None and not world.provider.capabilities.declares(flag):
+            raise CapabilityNotDeclared(flag)  # the flag exists, false: truer than "cannot express"
         raise NotExpressible(world.provider.dialect, operation)
     sandbox_id = world.require_sandbox().id if info.needs_sandbox else None
     world.capability.operation = operation

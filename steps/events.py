@@ -342,7 +342,9 @@ def _(world: World) -> None:
               for p in events if p.get("route_id") != route.route_id]
     expect(not strays, f"{len(strays)} event(s) arrived for operations that did not ask for events "
                        f"(route id, type, action): {strays}")
-    operations = {(p.get("event") or {}).get("operation_id") for p in events}
+    # Only lifecycle events carry an operation id; an observation (state_observed) has none and belongs
+    # to no operation, so it counts for none.
+    operations = {(p.get("event") or {}).get("operation_id") for p in events} - {None}
     expect(len(operations) == 1,
            f"only the create asked for events, but events of {len(operations)} operations arrived on its route: "
            f"{[((p.get('event') or {}).get('type'), (p.get('event') or {}).get('action')) for p in events]}")

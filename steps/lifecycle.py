@@ -1036,3 +1036,41 @@ def _(world: World) -> None:
 @then("the revocation succeeds")
 def _(world: World) -> None:
     world.last.expect_success("revoking the token the SSH access came with")
+
+
+# -- calls naming another sandbox, sent where this one's go ---------------------------------------------
+
+FOREIGN_MARKER = "conformance-ran-in-the-wrong-sandbox"
+
+
+@when("I run a command naming a never-issued sandbox id, on the provider that serves the sandbox")
+def _(world: World) -> None:
+    never_issued = world.token("conformance-never-issued")
+    with world.provider.alongside(world.require_sandbox().id):
+        world.last = attempt(lambda: world.provider.exec(never_issued, ExecRequest(f"printf {FOREIGN_MARKER}")))
+
+
+@then("that command was refused, not run in the sandbox")
+def _(world: World) -> None:
+    if world.last.error is not None:
+        return  # refused outright
+    outcome = world.last.answer
+    expect(outcome.outcome != "ran" and FOREIGN_MARKER.encode() not in outcome.stdout,
+           f"a command naming a sandbox id that was never issued ran, in the sandbox this provider serves "
+           f"({world.require_sandbox().id}): {outcome.describe()}; a call acts on the sandbox it names, or is refused")
+
+
+@when("I delete a never-issued sandbox id, on the provider that serves the sandbox")
+def _(world: World) -> None:
+    never_issued = world.token("conformance-never-issued")
+    with world.provider.alongside(world.require_sandbox().id):
+        world.last = attempt(lambda: world.provider.delete(never_issued))
+
+
+@then("the sandbox still runs commands")
+def _(world: World) -> None:
+    sandbox_id = world.require_sandbox().id
+    outcome = world.provider.exec(sandbox_id, ExecRequest("printf still-here"))
+    expect(outcome.outcome == "ran" and outcome.stdout == b"still-here",
+           f"after a delete naming another sandbox id, sandbox {sandbox_id} no longer runs commands: "
+           f"{outcome.describe()}; the delete removed the wrong sandbox")

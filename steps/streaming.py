@@ -146,6 +146,25 @@ def _(world: World, command: str, mode: str) -> None:
     _finish(world, _start(world, ExecRequest(command=command, sanitization=sanitization_mode(mode))))
 
 
+@when(parsers.re(r"I stream `(?P<command>.+)` with every byte value from 0 to 255 as its stdin$"))
+def _(world: World, command: str) -> None:
+    # A provider that never closes stdin leaves the command waiting: the timeout turns that into a verdict.
+    _finish(world, _start(world, ExecRequest(command=command, stdin=bytes(range(256)), timeout_s=10.0)))
+
+
+@then("the streamed stdout is every byte value from 0 to 255, in order, as hex")
+def _(world: World) -> None:
+    stream = world.require(world.stream.outcome, "streamed command")
+    expected = bytes(range(256)).hex().encode("ascii")
+    expect(stream.result.outcome == "ran" and stream.result.termination == "exited",
+           f"the streamed command should read its stdin to end of file and exit; got {stream.result.describe()}")
+    streamed = _streamed(stream, _carrier(stream, "stdout"))
+    expect(streamed == expected,
+           f"the streamed command should print the hex of the 256 bytes given as its stdin, {expected[:24]!r}…; it "
+           f"streamed {streamed[:80]!r}{_late_note(stream)} — stdin given to a stream reaches the command as it does "
+           "a buffered one")
+
+
 @when(parsers.re(r"I start streaming `(?P<command>.+)`$"))
 def _(world: World, command: str) -> None:
     world.stream.running = _start(world, ExecRequest(command=command))

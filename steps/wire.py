@@ -7,6 +7,7 @@ sends switch off the check for answers nobody asked for.
 
 from __future__ import annotations
 
+import concurrent.futures
 import re
 import time
 from typing import Any
@@ -378,3 +379,42 @@ def _(world: World) -> None:
            "the describe should be answered while the 3-second command still runs, well before the command's "
            f"answer; it came back {abs(gap):.2f}s {'before' if gap >= 0 else 'after'} that answer (a quick "
            "request must not wait for a slow one)")
+
+
+# -- large answers at once ---------------------------------------------------------------------------
+
+
+@when(parsers.parse("I write a file of {kib:d} KiB of patterned bytes into the sandbox"))
+def _(world: World, kib: int) -> None:
+    data = bytes((i * 7 + i // 251) % 256 for i in range(kib * 1024))
+    path = f"conformance-large-{world.token('file')}.bin"
+    world.files("write a file").write(world.require_sandbox().id, path, data)
+    world.wire_probe.large_file = (path, data)
+
+
+@when(parsers.parse("I read that file {count:d} times at once"))
+def _(world: World, count: int) -> None:
+    path, _ = world.require(world.wire_probe.large_file, "large file written into the sandbox")
+    files = world.files("read a file")
+    sandbox_id = world.require_sandbox().id
+
+    def read() -> Any:
+        try:
+            return files.read(sandbox_id, path)
+        except Exception as error:  # noqa: BLE001 -- judged by the Then step, with what the others got
+            return error
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=count) as pool:
+        world.wire_probe.large_reads = list(pool.map(lambda _: read(), range(count)))
+
+
+@then("every read returned the whole file")
+def _(world: World) -> None:
+    _, data = world.require(world.wire_probe.large_file, "large file written into the sandbox")
+    reads = world.require(world.wire_probe.large_reads, "reads sent at once")
+    for index, got in enumerate(reads, start=1):
+        expect(not isinstance(got, BaseException),
+               f"read {index} of {len(reads)} sent at once failed: {got} — answers written at the same time must "
+               "each go out as one whole line, never interleaved")
+        expect(got == data, f"read {index} of {len(reads)} sent at once returned {len(got)} bytes, not the "
+                            f"{len(data)} bytes written")

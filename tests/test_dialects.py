@@ -131,8 +131,9 @@ def test_a_failed_gap_scenario_is_a_gap_finding_never_a_verdict_reason(tmp_path)
 
 def test_skip_reasons_tell_the_truth(tmp_path) -> None:
     """"cannot express" only where the dialect has no such message; a method the dialect has but the
-    provider declares false is "capability X not declared"; the sketch has no exec/cancel at all, and
-    v1's exec/cancel runs against the v1 reference, which declares it."""
+    provider declares false is "capability X not declared" (so is the sketch's exec.cancel flag, declared
+    false, although the sketch has no exec/cancel); v1's exec/cancel runs against the v1 reference, which
+    declares it; and an operation the sketch gates but v1 has as a core method says where v1 has it."""
     sketch = inprocess.run_suite(inprocess.plugin("--dialect", "fabro-sketch"), tmp_path / "sketch", scenarios=(
         "stream-output-before-response", "fs-write-replaces", "fs-create-dir", "stream-cancel",
         "optional-operation[cancel-a-command]", "optional-operation[stream-a-command-s-output]"))
@@ -141,12 +142,25 @@ def test_skip_reasons_tell_the_truth(tmp_path) -> None:
         "stream-output-before-response": "capability exec.streaming not declared",  # the sketch has exec/stream
         "fs-write-replaces": "capability fs.native not declared",  # ... and fs/writeFile
         "fs-create-dir": "the fabro-sketch dialect cannot express: create a directory",  # ... but no mkdir
-        "stream-cancel": "the fabro-sketch dialect cannot express: cancel a command",  # ... and no exec/cancel
-        "optional-operation[cancel-a-command]": "the fabro-sketch dialect cannot express: cancel a command",
+        # no exec/cancel either, but the flag exists and is false: that is what the provider said
+        "stream-cancel": "capability exec.cancel not declared",
+        "optional-operation[cancel-a-command]": "capability exec.cancel not declared",
     }, messages
     assert sketch.with_outcome("passed") == {"optional-operation[stream-a-command-s-output]"}
-    v1 = inprocess.run_suite(inprocess.plugin(), tmp_path / "v1", scenarios=("optional-operation[cancel-a-command]",))
+    v1 = inprocess.run_suite(inprocess.plugin(), tmp_path / "v1", scenarios=(
+        "optional-operation[cancel-a-command]", "optional-operation[read-a-file-natively]",
+        "optional-operation[stream-a-command-s-output]", "optional-operation[grep-files]"))
     assert v1.with_outcome("passed") == {"optional-operation[cancel-a-command]"}, v1.outcomes()
+    messages = {s["id"]: s["message"] for s in v1.results["scenarios"] if s["outcome"] == "skipped"}
+    assert messages == {
+        "optional-operation[read-a-file-natively]":
+            "on the sandbox-driver-v1 dialect, read a file natively is no optional operation: fs/read is a core "
+            "method, checked by the file scenarios",
+        "optional-operation[stream-a-command-s-output]":
+            "on the sandbox-driver-v1 dialect, stream a command's output is no optional operation: exec/stream "
+            "is a core method, checked by the streaming scenarios",
+        "optional-operation[grep-files]": "the sandbox-driver-v1 dialect cannot express: grep files",  # no search
+    }, messages
 
 
 def test_a_sketch_plugin_without_stop_passes_the_stop_row_and_skips_the_stop_cycle(tmp_path) -> None:

@@ -2,7 +2,7 @@
 
 A gap is a requirement with several honest outcomes. Its scenarios record a finding when they pass
 (``supported``: the provider does it; ``refused``: it says clearly that it does not). A failed
-scenario means the provider silently ignores or fakes it (``violated``); a scenario the dialect cannot
+scenario means the provider violates it (``violated``: ignores it silently, fakes it, or says no wrongly); a scenario the dialect cannot
 ask for means the gap is ``not expressible`` there.
 """
 
@@ -15,7 +15,7 @@ from conformance.reporting.model import ScenarioResult
 
 STATUSES = ("violated", "supported", "refused", "not expressible", "not declared", "not checked")
 _EXPLANATION = {
-    "violated": "silently ignored or faked: a violation",
+    "violated": "violated (the scenario failed; its detail says how)",
     "supported": "supported, and observably so",
     "refused": "refused honestly",
     "not expressible": "cannot be expressed in this provider's dialect",

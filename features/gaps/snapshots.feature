@@ -23,3 +23,9 @@ Feature: GAP 1 — snapshots and copy-on-write branches
     Given a provider
     When I create a sandbox from a snapshot that does not exist
     Then the create is refused with an error, not started from something else
+
+  @id:snapshot-missing-refused-as-missing @req:GAP-1 @req:SDP1-053 @must
+  Scenario: A create from a snapshot that does not exist is refused as missing, naming the snapshot
+    Given a provider
+    When I create a sandbox from a snapshot that does not exist
+    Then the refusal says the snapshot is missing: not found or invalid spec, naming it

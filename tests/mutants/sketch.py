@@ -208,3 +208,17 @@ class SketchManySandboxes(SketchHostPlugin):
     def m_exec(self, params: dict[str, Any]) -> Any:
         self.sandbox = self.owned(params)
         return super().m_exec(params)
+
+
+@mutant("sketch-ignores-sandbox-id")
+class SketchIgnoresSandboxId(SketchHostPlugin):
+    """Acts on its own sandbox whatever id a call names (as the forkd plugin does): an exec for another id
+    runs in it, and a delete of another id deletes it."""
+
+    def owned(self, params: dict[str, Any]) -> Any:
+        return super().owned({key: value for key, value in params.items() if key != "id"})
+
+    def m_sandbox_delete(self, params: dict[str, Any]) -> Any:
+        if self.sandbox is not None:
+            return super().m_sandbox_delete({**params, "id": self.sandbox.id})
+        return super().m_sandbox_delete(params)

@@ -256,3 +256,33 @@ class ControlEventsDeleteOnHandleRoute(HostPlugin):
         if method == "sandbox/delete" and isinstance(params, dict):
             params = {key: value for key, value in params.items() if key != "events"}
         return super().dispatch(method, params)
+
+
+# -- observations beside the operation's own events ------------------------------------------------------
+
+
+class _ObservingOperation(Operation):
+    """After the terminal event, a ``state_observed`` about the subject: no operation id (it belongs to no
+    operation), as upstream's event emitter writes it."""
+
+    def completed(self, subject: dict[str, Any] | None = None) -> None:
+        super().completed(subject)
+        if self.route is None or self.action != "create":
+            return
+        source = self.source
+        with source._lock:
+            source._sequence += 1
+            event = {"id": {"source_id": source.source_id, "sequence": source._sequence}, "occurred_at": _now(),
+                     "provider": source.provider_kind, "subject": self.subject, "type": "state_observed",
+                     "current": {"resource": "sandbox", "state": "running"}}
+            if self.route.get("correlation_id") is not None:
+                event["correlation_id"] = self.route["correlation_id"]
+            source._notify("host/event", {"route_id": self.route["route_id"], "event": event})
+
+
+@mutant("control-events-state-observed")
+class ControlEventsStateObserved(_EventMutant):
+    """Legal: a create that asks for events also reports, on its route, that the new sandbox was observed
+    running: a ``state_observed`` event carrying no operation id (v1 section 10: only lifecycle events do)."""
+
+    source_class = _source_making(_ObservingOperation)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from conformance.adapter import (
@@ -111,6 +112,7 @@ class FabroSketchAdapter(JsonRpcAdapter):
         self.sandboxes_per_process = sandboxes_per_process
         self._lock = threading.Lock()
         self._owners: dict[str, JsonRpcConnection] = {}  # sandbox id → the process that owns it
+        self._strays: JsonRpcConnection | None = None  # where calls naming an unknown id go (alongside)
         self._by_scenario: dict[str, list[JsonRpcConnection]] = {}
         self._spawned = 0
         self.operations = SketchOperations(self)
@@ -119,7 +121,17 @@ class FabroSketchAdapter(JsonRpcAdapter):
 
     def _route(self, sandbox_id: str | None) -> JsonRpcConnection:
         with self._lock:
-            return self._owners.get(sandbox_id or "", self.control)
+            return self._owners.get(sandbox_id or "", self._strays or self.control)
+
+    @contextmanager
+    def alongside(self, sandbox_id: str) -> Iterator[None]:
+        with self._lock:
+            self._strays = self._owners.get(sandbox_id)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._strays = None
 
     def _call(self, connection: JsonRpcConnection, method: str, params: Any, timeout_s: float | None = None) -> Any:
         return connection.call(method, params, timeout_s or self.call_timeout_s)

@@ -171,6 +171,15 @@ class V1Streams(Streams):
 
 class V1Operations(Operations):
     refusal_names_capability = True
+    # The sketch gates these; in v1 they are core methods, or another row's operation.
+    core_here = {
+        "read a file natively": "fs/read is a core method, checked by the file scenarios",
+        "write a file natively": "fs/write is a core method, checked by the file scenarios",
+        "list a directory natively": "fs/list_dir is a core method, checked by the file scenarios",
+        "stop the sandbox": "sandbox/stop is a core method, checked by stop-start-cycle",
+        "stream a command's output": "exec/stream is a core method, checked by the streaming scenarios",
+        "set auto-stop": "auto-stop is sandbox/set_timers' auto_stop_after_idle, the `set timers` row",
+    }
 
     def __init__(self, adapter: SandboxDriverV1Adapter) -> None:
         self._adapter = adapter
