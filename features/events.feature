@@ -20,6 +20,7 @@ Feature: Control-plane events
       | create a sandbox       |
       | attach to a sandbox    |
       | delete a sandbox       |
+      | undelete a sandbox     |
 
   @id:events-failed-operation @req:SDP1-114 @must
   Scenario: An operation that fails after reporting its start reports exactly one operation_failed
@@ -32,6 +33,12 @@ Feature: Control-plane events
     And I delete the sandbox asking for events
     And I delete the sandbox again asking for events
     Then the repeated delete reported its start and exactly one end wherever the first delete reported its own
+
+  @id:events-actions-truthful @req:SDP1-111 @req:SDP1-114 @must @cap:lifecycle.archive
+  Scenario: Events reported on a sandbox's route name the operations that were performed, and no others
+    When I create a sandbox asking for events
+    And I archive that sandbox and start it again
+    Then every event on the create's route names create, archive or start as its action
 
   @id:events-terminal-before-answer @req:SDP1-115 @must
   Scenario: An operation's final event is written before its answer

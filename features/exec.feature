@@ -30,6 +30,28 @@ Feature: Running commands
     When I run `printf '%s' "$CONFORMANCE_GREETING"` with the variable CONFORMANCE_GREETING set to a generated value
     Then stdout is exactly that generated value
 
+  @id:exec-env-empty @req:SDP1-S02 @req:SKETCH-005 @req:REST-002 @must
+  Scenario: A variable given with an empty value reaches the command set, and empty
+    When I run `[ "${CONFORMANCE_EMPTY+set}" = set ] && printf 'set:[%s]' "$CONFORMANCE_EMPTY"` with the variable CONFORMANCE_EMPTY set to an empty value
+    Then stdout is exactly "set:[]"
+
+  @id:exec-env-over-sandbox-env @req:SDP1-S02 @must
+  Scenario: A variable given with the command wins over the sandbox's own value of it
+    Given a sandbox created with the variable CONFORMANCE_LAYER set to "sandbox"
+    When I run `printf '%s' "$CONFORMANCE_LAYER"` with the variable CONFORMANCE_LAYER set to "command"
+    Then stdout is exactly "command"
+
+  @id:sandbox-env-isolated @req:SDP1-051 @req:SDP1-S02 @must
+  Scenario: A sandbox's own variables are its own: a sandbox created without them does not see them
+    Given a sandbox created with the variable CONFORMANCE_LAYER set to "first-sandbox"
+    When I create another sandbox without variables
+    Then in that other sandbox CONFORMANCE_LAYER is unset, and in the first it is "first-sandbox"
+
+  @id:exec-large-output @req:SDP1-068 @req:SKETCH-005 @req:REST-002 @must
+  Scenario: A buffered command's output comes back whole, however large, on both streams
+    When I run `head -c 300000 /dev/zero | tr '\0' o; head -c 200000 /dev/zero | tr '\0' e >&2`
+    Then stdout is 300000 bytes of the letter o and stderr 200000 bytes of the letter e
+
   @id:exec-working-dir @req:SDP1-S03 @req:SKETCH-005 @req:REST-002 @must
   Scenario: A command runs in the working directory it is given
     When there is a directory "conformance-wd" in the sandbox
@@ -114,6 +136,12 @@ Feature: Running commands
     When I run `printf started; sleep 10; printf finished` with a timeout of 1 second
     Then the result says the command timed out, at most 4 seconds after the timeout
     And its duration is a whole number of milliseconds, at least the 1 second timeout
+
+  @id:exec-timeout-subsecond @req:SDP1-036 @req:SDP1-074 @must @dialect:sandbox-driver-v1
+  Scenario: A timeout of less than a second is a timeout of that many milliseconds, not of zero seconds
+    When I run `printf quick` with a timeout of 0.9 seconds
+    Then the command ran and exited with code 0
+    And stdout is exactly "quick"
 
   @id:sketch-exec-timeout @req:SKETCH-011 @must @dialect:fabro-sketch
   Scenario: A command that outlives its timeout_secs is a normal result that says it timed out

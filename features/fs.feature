@@ -19,6 +19,15 @@ Feature: Files in the sandbox
       | content                        | file           |
       | every byte value from 0 to 255 | all-values.bin |
       | 300 KiB of patterned bytes     | large.bin      |
+      | 2048 KiB of patterned bytes    | huge.bin       |
+
+  @id:fs-write-empty @req:SDP1-084 @req:SKETCH-013 @must
+  Scenario: Writing no bytes empties an existing file, and creates a missing one empty
+    Given a file "notes.txt" containing "some text"
+    When I write nothing to "notes.txt"
+    And I write nothing to "new-and-empty.txt"
+    Then reading "notes.txt" gives back exactly the bytes written
+    And reading "new-and-empty.txt" gives back exactly the bytes written
 
   @id:fs-write-creates-parents @req:SDP1-082 @req:SKETCH-013 @must
   Scenario: Writing a file creates the directories above it that are missing

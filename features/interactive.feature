@@ -59,13 +59,36 @@ Feature: Interactive processes, terminals and logs
     And I terminate the process
     Then waiting for the process reports one of the terminations exited, timed_out, cancelled, killed or unknown
 
-  @id:pty-echo-resize @req:SDP1-023 @req:SKETCH-013 @must @cap:pty @cap:pty.resize
-  Scenario: A terminal echoes what is typed, runs it, and follows a resize
+  @id:stdio-stderr-tail @req:SDP1-023 @req:SKETCH-013 @must @cap:exec.stdio_process
+  Scenario: Waiting for a process reports the newest part of what it wrote to stderr
     Given a sandbox
-    When I open a terminal of 24 rows and 80 columns
+    When I open a stdio process running `head -c 20000 /dev/zero | tr '\0' e >&2; printf END-OF-STDERR >&2`
+    Then waiting for the process reports a stderr tail that ends with "END-OF-STDERR"
+
+  @id:stdio-terminate-group @req:SDP1-023 @req:SKETCH-013 @must @cap:exec.stdio_process
+  Scenario: Terminating a process ends the commands it started too, so its output ends
+    Given a sandbox
+    When I open a stdio process running `sleep 30; printf never`
+    And I terminate the process
+    Then the process's output ends within 5 seconds
+
+  @id:stdio-unknown-id @req:SDP1-S22 @req:SDP1-045 @req:SKETCH-013 @must @cap:exec.stdio_process
+  Scenario: Calls naming a process id that was never opened are refused as invalid_spec naming process_id
+    Given a sandbox
+    Then input, output, terminate and wait for a process id never opened are each refused as invalid_spec naming process_id
+
+  @id:pty-unknown-id @req:SDP1-S22 @req:SDP1-045 @req:SKETCH-013 @must @cap:pty
+  Scenario: Calls naming a terminal id that was never opened are refused as invalid_spec naming pty_id
+    Given a sandbox
+    Then input, output and resize for a terminal id never opened are each refused as invalid_spec naming pty_id
+
+  @id:pty-echo-resize @req:SDP1-023 @req:SKETCH-013 @must @cap:pty @cap:pty.resize
+  Scenario: A terminal opens at the size asked for, echoes what is typed, runs it, and follows a resize
+    Given a sandbox
+    When I open a terminal of 37 rows and 111 columns
     And I type `stty size` into the terminal
     Then the terminal echoes what I typed
-    And the terminal reports its size as 24 rows and 80 columns
+    And the terminal reports its size as 37 rows and 111 columns
     When I resize the terminal to 30 rows and 100 columns
     And I type `stty size` into the terminal
     Then the terminal reports its size as 30 rows and 100 columns
@@ -96,6 +119,26 @@ Feature: Interactive processes, terminals and logs
     And typing `conformance` into the terminal is accepted while the read waits
     And the waiting read then returns output
     And the terminal shows "got-conformance"
+
+  @id:pty-working-dir @req:SDP1-081 @req:SDP1-023 @req:SKETCH-013 @must @cap:pty
+  Scenario: A terminal opened in a directory starts its shell there
+    Given a sandbox
+    When I open a terminal of 24 rows and 80 columns in a new directory of the sandbox
+    And I type `printf 'cwd=%s\n' "$PWD"` into the terminal
+    Then the terminal shows that directory
+
+  @id:pty-close-unknown @req:SDP1-S21 @should @cap:pty
+  Scenario: Closing a terminal id that is not open succeeds
+    Given a sandbox
+    Then closing a terminal id that was never opened succeeds
+
+  @id:logs-cancel-unknown @req:SDP1-S21 @should @cap:logs.entrypoint
+  Scenario: Cancelling a stream id that no follow uses succeeds, and a follow that then starts with it ends at once
+    Given a sandbox
+    When I cancel a stream id that no follow uses yet
+    Then the cancel succeeds
+    When I follow the sandbox's entrypoint log with that stream id
+    Then the follow ends with an answer
 
   @id:logs-provision @req:SDP1-079 @req:SKETCH-013 @must @cap:logs.provision
   Scenario: A follow of the provision log delivers its output before its final answer

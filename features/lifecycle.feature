@@ -98,6 +98,15 @@ Feature: Sandbox lifecycle
     Then the sandbox is described as running
     And every state reported along the way is one of the protocol's sandbox states
 
+  @id:pause-resume-continues @req:SDP1-023 @req:SKETCH-013 @must @cap:lifecycle.pause
+  Scenario: A command that was running when the sandbox was paused carries on once it is resumed
+    Given a sandbox
+    When I start streaming `printf started; sleep 2; printf finished`
+    And the streamed command has printed something
+    And I pause the sandbox
+    And I resume the sandbox
+    Then the streamed command finishes within 15 seconds, printing "finished"
+
   @id:pause-resume @req:SDP1-023 @req:SKETCH-013 @must @cap:lifecycle.pause
   Scenario: A paused sandbox is described paused, and once resumed it runs commands again
     Given a sandbox
@@ -213,10 +222,23 @@ Feature: Sandbox lifecycle
       | resources    |
 
   @id:create-with-name @req:SDP1-051 @must
-  Scenario: A sandbox created with a name reports that name
+  Scenario: A sandbox created with a name reports that name in every answer that carries its status
     Given a provider
     When I create a sandbox with a generated name
     Then the sandbox's status reports that name
+
+  @id:create-same-name-twice @req:SDP1-050 @must
+  Scenario: A second create with a name already in use is refused or answers a new sandbox, never the first one
+    Given a provider
+    When I create a sandbox with a generated name
+    And I create a second sandbox with that same name
+    Then the second create is refused, or answers a sandbox of its own
+
+  @id:labels-as-given @req:SDP1-050 @req:SDP1-051 @must
+  Scenario: Labels in any script are reported exactly as given, by every answer that carries them
+    Given a provider
+    When I create a sandbox labelled with labels in several scripts
+    Then every answer reports those labels exactly as given
 
   @id:create-with-spaced-name @req:SDP1-051 @req:SDP1-038 @must
   Scenario: A name with spaces and accented letters is reported as given, and the id stays free of whitespace
@@ -232,6 +254,13 @@ Feature: Sandbox lifecycle
     Given a sandbox
     When I snapshot the sandbox including its memory and running processes
     Then the snapshot is taken if live-process snapshots are declared, and otherwise refused as unsupported naming snapshots.live_process_state
+
+  @id:snapshot-list-by-name @req:SDP1-088 @req:SDP1-023 @req:SKETCH-013 @must @cap:snapshots @cap:snapshots.filesystem
+  Scenario: Listing snapshots by name finds the snapshot of that name and no other
+    Given a sandbox
+    When I create two snapshots of the sandbox with different generated names
+    And I list the snapshots by the first one's name
+    Then the listing holds the first snapshot and not the second
 
   @id:snapshot-delete-idempotent @req:SDP1-089 @req:SDP1-040 @req:SKETCH-013 @must @cap:snapshots @cap:snapshots.filesystem
   Scenario: A snapshot is described with a known state, and deleting it succeeds however often it is asked

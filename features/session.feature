@@ -23,6 +23,13 @@ Feature: Provider health and the end of a session
     Then the provider answered the shutdown
     And the provider process exits within 5 seconds
 
+  @id:shutdown-exit-status @req:SDP1-096 @should @dialect:sandbox-driver-v1
+  Scenario: A provider that was asked to shut down, or whose input ended, exits with status 0
+    Given a freshly started provider that has been initialized
+    When the host asks the provider to shut down
+    Then the provider answered the shutdown
+    And the provider process exits with status 0 within 5 seconds
+
   @id:shutdown-while-running @req:SDP1-096 @must @dialect:sandbox-driver-v1
   Scenario: Asked to shut down while a command runs, the provider answers and exits within 5 seconds
     Given a freshly started provider that has been initialized

@@ -32,6 +32,11 @@ Feature: Streaming a command's output
     Then the result claims live streaming only if the provider declared exec.live_streaming
     And the result claims separated streams only if the provider declared exec.streams_separated
 
+  @id:stream-interleaved-order @req:SDP1-100 @req:SDP1-102 @req:SKETCH-013 @must
+  Scenario: A live, separated stream delivers stdout and stderr in the order they were written
+    When I stream `printf 'out-1 '; sleep 0.3; printf 'err-1 ' >&2; sleep 0.3; printf 'out-2 '; sleep 0.3; printf 'err-2 ' >&2`
+    Then if the stream says it is live and separated, its chunks came in the order written: out-1, err-1, out-2, err-2
+
   @id:stream-retention @req:SDP1-105 @req:SDP1-106 @req:SDP1-107 @req:SKETCH-013 @must
   Scenario Outline: A retained output limit caps only the copy in the result, never the stream (<stream>)
     When I stream a command that writes the numbers 1 to 2000 to <stream>, retaining at most 1000 bytes
@@ -43,6 +48,13 @@ Feature: Streaming a command's output
       | stream |
       | stdout |
       | stderr |
+
+  @id:stream-retention-both @req:SDP1-105 @req:SDP1-106 @req:SKETCH-013 @must
+  Scenario: Each output stream has a retained output limit of its own
+    When I stream a command that writes the numbers 1 to 2000 on both of its outputs, retaining at most 1000 bytes each
+    Then the stdout capture counts every byte as observed, 1000 retained, the rest omitted, nothing truncated
+    And the stderr capture counts every byte as observed, 1000 retained, the rest omitted, nothing truncated
+    And the result keeps the first 500 and the last 500 bytes written to stderr
 
   @id:stream-retention-odd @req:SDP1-105 @req:SDP1-106 @req:SKETCH-013 @must
   Scenario: An odd retained output limit is counted as exactly as an even one
@@ -97,6 +109,7 @@ Feature: Streaming a command's output
     And the running stream still ends normally, having streamed "running, still here"
 
     Examples:
-      | exec     |
-      | unknown  |
-      | finished |
+      | exec                          |
+      | unknown                       |
+      | finished                      |
+      | a prefix of the running one's |

@@ -98,6 +98,8 @@ class CommandsState:
     startup_file: str | None = None
     # the SHA-256 (hex) of the stdin the scenario gave a command
     stdin_digest: str | None = None
+    # a second sandbox, created without the first one's variables
+    other_sandbox: SandboxHandle | None = None
 
 
 @dataclass
@@ -165,6 +167,10 @@ class LifecycleState:
     # snapshots: the name and id of the one the scenario took
     snapshot_name: str | None = None
     snapshot_id: str | None = None
+    # a second snapshot, the names both were given, and a listing by name
+    other_snapshot_id: str | None = None
+    snapshot_names: list[str] | None = None
+    snapshot_listing: Any = None
     # what a create (or a snapshot) asked for the spec field under test
     spec_asked: Any = None
     # the service whose snapshots or volumes were listed
@@ -236,8 +242,11 @@ class InteractiveState:
     # everything the terminal showed, and how much of it the scenario has judged
     screen: bytes = b""
     judged: int = 0
-    # the text last typed into the terminal
+    # the text last typed into the terminal, and the directory a terminal was opened in
     typed: str | None = None
+    directory: str | None = None
+    # a stream id cancelled before any follow used it
+    stream_id: str | None = None
     # a log follow, the log it follows (provision or entrypoint), and how its call ended
     log_follow: RunningFollow | None = None
     log_source: str | None = None

@@ -15,6 +15,7 @@ from typing import Any
 from pytest_bdd import given, parsers, then, when
 
 from conformance.adapter import EventRoute, ExecRequest, ReceivedEvent, SandboxRequest
+from conformance.errors import CapabilityNotDeclared
 
 from ._shared import World, attempt, expect, fresh_provider, raw_channel
 
@@ -94,6 +95,37 @@ def _(world: World) -> None:
     world.sandbox = fresh_provider(world).create(SandboxRequest(events=setup))
     route = _new_route(world, "delete")
     fresh_provider(world).delete(world.require_sandbox().id, events=route)
+
+
+@when("I undelete a sandbox asking for events")
+def _(world: World) -> None:
+    fresh = fresh_provider(world)
+    if not fresh.capabilities.declares("lifecycle.undelete"):
+        raise CapabilityNotDeclared("lifecycle.undelete")
+    operations = world.facet("operations", "undelete", fresh)
+    _create_plain(world)
+    fresh.delete(world.require_sandbox().id)
+    route = _new_route(world, "undelete")
+    operations.invoke("undelete", world.require_sandbox().id, events=route)
+
+
+@when("I archive that sandbox and start it again")
+def _(world: World) -> None:
+    fresh = fresh_provider(world)
+    sandbox_id = world.require_sandbox().id
+    world.facet("operations", "archive", fresh).invoke("archive", sandbox_id)
+    fresh.start(sandbox_id)
+
+
+@then(parsers.parse("every event on the create's route names {actions} as its action"))
+def _(world: World, actions: str) -> None:
+    allowed = {a.strip() for a in actions.replace(" or ", ",").split(",") if a.strip()}
+    routes = dict(world.event_watch.operations)
+    time.sleep(QUIET_S)  # events of the later operations, if the provider reports them on this route
+    received = routes["create"].received
+    wrong = [(e.type, e.action) for e in received if e.action not in allowed and e.type != "state_observed"]
+    expect(not wrong, f"events on the create's route name actions {wrong}, but only {sorted(allowed)} were "
+                      f"performed: {_describe(received)}")
 
 
 @when("I attach to the sandbox asking for events")

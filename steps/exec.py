@@ -10,6 +10,8 @@ import time
 
 from pytest_bdd import given, parsers, then, when
 
+from conformance.adapter import ExecRequest, SandboxRequest
+
 from ._shared import World, expect, sanitization_mode, unescape
 
 ALL_BYTES = bytes(range(256))
@@ -34,6 +36,54 @@ def _(world: World, command: str, name: str) -> None:
     value = world.faker.sentence(nb_words=4)
     world.commands.generated_value = value
     world.run(command, env={name: value})
+
+
+@when(parsers.re(r"I run `(?P<command>.+)` with the variable (?P<name>[A-Za-z_][A-Za-z0-9_]*) set to an empty value$"))
+def _(world: World, command: str, name: str) -> None:
+    world.run(command, env={name: ""})
+
+
+@when(parsers.re(r'I run `(?P<command>.+)` with the variable (?P<name>[A-Za-z_][A-Za-z0-9_]*) set to "(?P<value>[^"]*)"$'))
+def _(world: World, command: str, name: str, value: str) -> None:
+    world.run(command, env={name: value})
+
+
+@given(parsers.re(r'a sandbox created with the variable (?P<name>[A-Za-z_][A-Za-z0-9_]*) set to "(?P<value>[^"]*)"$'))
+def _(world: World, name: str, value: str) -> None:
+    world.create_sandbox(env={name: value})
+
+
+@when("I create another sandbox without variables")
+def _(world: World) -> None:
+    world.commands.other_sandbox = world.provider.create(SandboxRequest())
+
+
+@then(parsers.re(r'in that other sandbox (?P<name>[A-Za-z_][A-Za-z0-9_]*) is unset, and in the first it is '
+                 r'"(?P<value>[^"]*)"$'))
+def _(world: World, name: str, value: str) -> None:
+    other = world.require(world.commands.other_sandbox, "another sandbox")
+    probe = f'printf "%s" "${{{name}-unset}}"'
+    seen = world.provider.exec(other.id, ExecRequest(probe))
+    expect(seen.outcome == "ran" and seen.stdout == b"unset",
+           f"a sandbox created without variables sees {name} as {seen.stdout!r}: another sandbox's variables (secrets "
+           f"among them) leaked into it ({seen.describe()})")
+    first = world.provider.exec(world.require_sandbox().id, ExecRequest(probe))
+    expect(first.stdout == value.encode(), f"the sandbox created with {name}={value!r} sees {first.stdout!r}")
+
+
+@when(parsers.re(r"I run `(?P<command>.+)` with a timeout of (?P<seconds>\d+\.\d+) seconds$"))
+def _(world: World, command: str, seconds: str) -> None:
+    world.run(command, timeout_s=float(seconds))
+
+
+@then(parsers.parse("stdout is {out:d} bytes of the letter {o} and stderr {err:d} bytes of the letter {e}"))
+def _(world: World, out: int, o: str, err: int, e: str) -> None:
+    outcome = world.ran()
+    for name, got, size, letter in (("stdout", outcome.stdout, out, o), ("stderr", outcome.stderr, err, e)):
+        expect(got == letter.encode() * size,
+               f"{name} should be {size} bytes of {letter!r}; it is {len(got)} bytes"
+               f"{'' if set(got) <= {ord(letter)} else ', and not only ' + repr(letter)} — a buffered result "
+               "carries the whole output")
 
 
 @when(parsers.parse('there is a directory "{name}" in the sandbox'))

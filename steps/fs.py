@@ -105,6 +105,12 @@ def _(world: World, content: str, kib: str | None, path: str) -> None:
     _written(world)[path] = data
 
 
+@when(parsers.re(r'I write nothing to "(?P<path>[^"]+)"$'))
+def _(world: World, path: str) -> None:
+    _write(world, path, b"")
+    _written(world)[path] = b""
+
+
 @when(parsers.re(r'I write generated text to "(?P<path>[^"]+)"$'))
 def _(world: World, path: str) -> None:
     data = _generated_text(world)

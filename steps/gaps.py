@@ -58,8 +58,10 @@ def _(world: World, request: pytest.FixtureRequest) -> None:
         return
     snapshot_id = world.last.answer.id
     cleanup(request, lambda: world.invoke("delete a snapshot", None, snapshot_id=snapshot_id))
-    branch = attempt(lambda: world.provider.create(SandboxRequest(from_snapshot=name)))
-    world.gaps.branch = branch.expect_success(f"creating a sandbox from snapshot {name!r}")
+    # A host creates from the id the snapshot answered (v1 carries it in source.snapshot.name): a provider
+    # that looks it up by display name alone fails here.
+    branch = attempt(lambda: world.provider.create(SandboxRequest(from_snapshot=snapshot_id)))
+    world.gaps.branch = branch.expect_success(f"creating a sandbox from snapshot {snapshot_id!r} (named {name!r})")
 
 
 @then("the branch starts with the snapshot's files, and later writes on either side stay on that side, "

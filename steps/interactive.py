@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from pytest_bdd import parsers, then, when
 
-from conformance.adapter import RunningFollow
+from conformance.adapter import ExecRequest, RunningFollow
 from conformance.errors import ApplicationErrorAnswer, CallTimeout
 
 from ._shared import World, attempt, cleanup, expect
@@ -284,6 +284,69 @@ def _(world: World) -> None:
            f"protocol's {', '.join(TERMINATIONS)} (a host reads an unknown name as unknown, losing how it ended)")
 
 
+@then(parsers.parse('waiting for the process reports a stderr tail that ends with "{text}"'))
+def _(world: World, text: str) -> None:
+    ended = world.processes("wait for a stdio process").wait(_process(world), timeout_s=OUTPUT_S)
+    tail = ended.stderr_tail or ""
+    expect(tail.endswith(text), f"the stderr tail should be the newest part of stderr, ending with {text!r}; it "
+                                f"is {len(tail)} characters ending {tail[-40:]!r}")
+
+
+@then(parsers.parse("the process's output ends within {seconds:d} seconds"))
+def _(world: World, seconds: int) -> None:
+    deadline = time.monotonic() + seconds
+    process_id = _process(world)
+    while True:
+        remaining = deadline - time.monotonic()
+        expect(remaining > 0, f"the process's output did not end within {seconds} s of terminating it: the "
+                              "commands it started still hold its output open (terminate ends the whole group)")
+        try:
+            chunk = world.processes("read a stdio process's output").read(process_id, timeout_s=remaining)
+        except CallTimeout:
+            expect(False, f"the process's output did not end within {seconds} s of terminating it: the commands it "
+                          "started still hold its output open (terminate ends the whole group)")
+            raise
+        if chunk is None:
+            return
+
+
+def _refused_naming(what: str, call: Callable[[], Any], field: str) -> str | None:
+    answer = attempt(call)
+    error = answer.error
+    if isinstance(error, ApplicationErrorAnswer) and error.kind == "invalid_spec" and \
+            (error.detail or {}).get("field") == field:
+        return None
+    return f"{what}: {error if error is not None else 'succeeded'}"
+
+
+@then("input, output, terminate and wait for a process id never opened are each refused as invalid_spec naming "
+      "process_id")
+def _(world: World) -> None:
+    processes = world.processes("a stdio process")
+    never = world.token("conformance-never-opened")
+    problems = [p for p in (
+        _refused_naming("input", lambda: processes.write(never, b"x"), "process_id"),
+        _refused_naming("output", lambda: processes.read(never, timeout_s=PROMPT_S), "process_id"),
+        _refused_naming("terminate", lambda: processes.terminate(never), "process_id"),
+        _refused_naming("wait", lambda: processes.wait(never, timeout_s=PROMPT_S), "process_id"),
+    ) if p is not None]
+    expect(not problems, f"calls naming a process id never opened should each be refused as invalid_spec naming "
+                         f"process_id; these were not: {'; '.join(problems)}")
+
+
+@then("input, output and resize for a terminal id never opened are each refused as invalid_spec naming pty_id")
+def _(world: World) -> None:
+    terminals = world.terminals("a terminal")
+    never = world.token("conformance-never-opened")
+    calls = [("input", lambda: terminals.write(never, b"x")),
+             ("output", lambda: terminals.read(never, timeout_s=PROMPT_S))]
+    if world.provider.capabilities.declares("pty.resize"):
+        calls.append(("resize", lambda: terminals.resize(never, 24, 80)))
+    problems = [p for p in (_refused_naming(what, call, "pty_id") for what, call in calls) if p is not None]
+    expect(not problems, f"calls naming a terminal id never opened should each be refused as invalid_spec naming "
+                         f"pty_id; these were not: {'; '.join(problems)}")
+
+
 # -- terminals -------------------------------------------------------------------------------------
 
 
@@ -304,6 +367,45 @@ def _(world: World, rows: int, cols: int, request: pytest.FixtureRequest) -> Non
 def _type(world: World, text: str) -> None:
     world.interactive.typed = text
     world.terminals("write to a terminal").write(_terminal(world), text.encode() + b"\r")
+
+
+@when(parsers.parse("I open a terminal of {rows:d} rows and {cols:d} columns in a new directory of the sandbox"))
+def _(world: World, rows: int, cols: int, request: pytest.FixtureRequest) -> None:
+    directory = world.working_directory().rstrip("/") + "/" + world.token("conformance-term-dir")
+    made = world.provider.exec(_sandbox_id(world), ExecRequest(f"mkdir -p -- '{directory}'"))
+    expect(made.outcome == "ran" and made.exit_code == 0, f"could not create {directory}: {made.describe()}")
+    pty_id = world.token("conformance-pty")
+    world.interactive.pty_id = world.terminals("open a terminal").open(_sandbox_id(world), rows=rows, cols=cols,
+                                                                       working_dir=directory, pty_id=pty_id)
+    world.interactive.screen, world.interactive.judged = b"", 0
+    world.interactive.directory = directory
+    cleanup(request, lambda: world.terminals("close a terminal").close(pty_id))
+
+
+@then("the terminal shows that directory")
+def _(world: World) -> None:
+    directory = world.require(world.interactive.directory, "terminal opened in a directory")
+    _watch(world, re.compile(re.escape(f"cwd={directory}".encode()) + rb"\r?\n"), repr(f"cwd={directory}"))
+
+
+@then("closing a terminal id that was never opened succeeds")
+def _(world: World) -> None:
+    never = world.token("conformance-never-opened")
+    attempt(lambda: world.terminals("close a terminal").close(never)).expect_success(
+        "closing a terminal id that was never opened")
+
+
+@when("I cancel a stream id that no follow uses yet")
+def _(world: World) -> None:
+    world.interactive.stream_id = world.token("conformance-stream")
+    streams = world.streams("cancel a log follow")
+    stream_id = world.interactive.stream_id
+    world.last = attempt(lambda: streams.cancel_stream(stream_id))
+
+
+@then("the cancel succeeds")
+def _(world: World) -> None:
+    world.last.expect_success("cancelling a stream id no follow uses")
 
 
 @when(parsers.re(r"I type `(?P<text>.+)` into the terminal$"))
@@ -408,6 +510,14 @@ def _(world: World) -> None:
 
 
 # -- logs ------------------------------------------------------------------------------------------
+
+
+@when(parsers.re(r"I follow the sandbox's (?P<source>provision|entrypoint) log with that stream id$"))
+def _(world: World, source: str) -> None:
+    stream_id = world.require(world.interactive.stream_id, "stream id cancelled before")
+    world.interactive.log_follow = world.streams("follow logs").start_log_follow(_sandbox_id(world), source,
+                                                                               stream_id=stream_id)
+    world.interactive.log_source = source
 
 
 @when(parsers.re(r"I follow the sandbox's (?P<source>provision|entrypoint) log(?P<to_end> to its end)?$"))

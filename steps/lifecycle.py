@@ -22,7 +22,7 @@ from conformance.adapter import (
     SnapshotRef,
     SshAccess,
 )
-from conformance.errors import ApplicationErrorAnswer
+from conformance.errors import ApplicationErrorAnswer, NotExpressible
 
 from ._shared import MARKER_FILE, Attempt, World, attempt, cleanup, expect, run_ok
 
@@ -555,6 +555,35 @@ def _(world: World, request: pytest.FixtureRequest) -> None:
     _forget_snapshot(world, request, answer.id)
 
 
+@when("I create two snapshots of the sandbox with different generated names")
+def _(world: World, request: pytest.FixtureRequest) -> None:
+    ids, names = [], []
+    for _ in range(2):
+        name = world.token("conformance-snapshot")
+        answer = _invoke_ok(world, "create a snapshot", world.require_sandbox().id, name=name)
+        _forget_snapshot(world, request, answer.id)
+        ids.append(answer.id)
+        names.append(name)
+    world.lifecycle.snapshot_id, world.lifecycle.other_snapshot_id = ids
+    world.lifecycle.snapshot_names = names
+
+
+@when("I list the snapshots by the first one's name")
+def _(world: World) -> None:
+    name = world.require(world.lifecycle.snapshot_names, "two named snapshots")[0]
+    world.lifecycle.snapshot_listing = _invoke_ok(world, "list snapshots", None, name=name)
+
+
+@then("the listing holds the first snapshot and not the second")
+def _(world: World) -> None:
+    listing = world.require(world.lifecycle.snapshot_listing, "listing of snapshots by name")
+    ids = [s.id for s in listing.snapshots]
+    first, second = _snapshot_id(world), world.require(world.lifecycle.other_snapshot_id, "second snapshot")
+    expect(first in ids, f"listing snapshots by the first one's name should find {first!r}; it listed {ids}")
+    expect(second not in ids, f"listing snapshots by the first one's name also listed {second!r}, which has another "
+                              f"name: the name filter was ignored ({ids})")
+
+
 def _snapshot_id(world: World) -> str:
     return world.require(world.lifecycle.snapshot_id, "snapshot")
 
@@ -783,9 +812,64 @@ def _(world: World) -> None:
 @then("the sandbox's status reports that name")
 def _(world: World) -> None:
     sandbox = world.require_sandbox()
-    for where, status in (("create answer", sandbox.status), ("describe", world.provider.describe(sandbox.id))):
-        name = world.require(world.lifecycle.name, "generated sandbox name")
+    name = world.require(world.lifecycle.name, "generated sandbox name")
+    for where, status in _statuses(world, sandbox):
         expect(status.name == name, f"the {where} reports name {status.name!r}; the create asked for {name!r}")
+
+
+def _statuses(world: World, sandbox: SandboxHandle) -> list[tuple[str, SandboxStatus]]:
+    """The sandbox's status as every answer that carries one reports it: the create, a describe, a listing,
+    and an attach where the dialect has them."""
+    found = [("create answer", sandbox.status), ("describe", world.provider.describe(sandbox.id))]
+    try:
+        listed = [s for s in world.provider.list() if s.id == sandbox.id]
+    except NotExpressible:
+        listed = None
+    if listed is not None:
+        expect(len(listed) == 1, f"listing the sandboxes shows sandbox {sandbox.id} {len(listed)} times")
+        found.append(("listing", listed[0]))
+    try:
+        found.append(("attach answer", world.provider.attach(sandbox.id).status))
+    except NotExpressible:
+        pass
+    return found
+
+
+@when("I create a sandbox labelled with labels in several scripts")
+def _(world: World) -> None:
+    labels = {"conformance-script": f"café ✓ 日本語 {world.token('label')}", "conformance-ascii": world.token("plain")}
+    world.lifecycle.labels = labels
+    world.create_sandbox(labels=labels)
+
+
+@then("every answer reports those labels exactly as given")
+def _(world: World) -> None:
+    sandbox = world.require_sandbox()
+    labels = _labels(world)
+    for where, status in _statuses(world, sandbox):
+        shown = {key: status.labels.get(key) for key in labels} if status.labels is not None else None
+        expect(shown == labels, f"the {where} reports labels {shown!r}; the create gave {labels!r}")
+
+
+@when("I create a second sandbox with that same name")
+def _(world: World) -> None:
+    name = world.require(world.lifecycle.name, "generated sandbox name")
+    world.last = attempt(lambda: world.provider.create(SandboxRequest(name=name)))
+    if world.last.error is None:
+        world.lifecycle.other_sandbox = world.last.answer
+
+
+@then("the second create is refused, or answers a sandbox of its own")
+def _(world: World) -> None:
+    if world.last.error is not None:
+        return  # names are unique here, and the provider said so
+    first, second = world.require_sandbox(), world.require(world.lifecycle.other_sandbox, "second sandbox")
+    expect(second.id != first.id,
+           f"a second create with the name {world.lifecycle.name!r} answered the first sandbox, {first.id!r}, as if it "
+           "were new: whoever deletes \"its\" sandbox then deletes the other's")
+    run_ok(world, first.id, f"printf first > {MARKER_FILE}")
+    seen = world.provider.exec(second.id, ExecRequest(f"cat {MARKER_FILE} 2>/dev/null || true"))
+    expect(seen.stdout != b"first", f"sandboxes {first.id} and {second.id} share their files")
 
 
 # -- timers ----------------------------------------------------------------------------------------

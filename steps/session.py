@@ -109,6 +109,14 @@ def _(world: World) -> None:
     raw_channel(world).close_input()
 
 
+@then(parsers.parse("the provider process exits with status 0 within {seconds:d} seconds"))
+def _(world: World, seconds: int) -> None:
+    code = raw_channel(world).wait_exit(float(seconds))
+    expect(code is not None, f"the provider was still running {seconds} seconds later")
+    expect(code == 0, f"the provider exited with status {code} after an orderly shutdown; a host reads a non-zero "
+                      "status as a crash")
+
+
 @then(parsers.parse("the provider process exits within {seconds:d} seconds"))
 def _(world: World, seconds: int) -> None:
     code = raw_channel(world).wait_exit(float(seconds))
