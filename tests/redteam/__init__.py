@@ -40,5 +40,6 @@ def load() -> dict[str, Mutant]:
     from tests.redteam import blind_1  # noqa: F401
     from tests.redteam import blind_2  # noqa: F401
     from tests.redteam import blind_3  # noqa: F401
+    from tests.redteam import blind_4  # noqa: F401
 
     return REGISTRY
