@@ -139,7 +139,7 @@ Feature: Running commands
 
   @id:exec-timeout-subsecond @req:SDP1-036 @req:SDP1-074 @must @dialect:sandbox-driver-v1
   Scenario: A timeout of less than a second is a timeout of that many milliseconds, not of zero seconds
-    When I run `printf quick` with a timeout of 0.9 seconds
+    When I run `sleep 0.3; printf quick` with a timeout of 0.9 seconds
     Then the command ran and exited with code 0
     And stdout is exactly "quick"
 

@@ -29,6 +29,13 @@ Feature: Files in the sandbox
     Then reading "notes.txt" gives back exactly the bytes written
     And reading "new-and-empty.txt" gives back exactly the bytes written
 
+  @id:fs-paths-per-sandbox @req:SDP1-081 @req:SKETCH-013 @must
+  Scenario: The same relative path names a different file in each sandbox
+    When I write generated text to "same-name.txt"
+    And another sandbox holds other text at "same-name.txt"
+    Then reading "same-name.txt" gives back exactly the bytes written
+    And reading "same-name.txt" in the other sandbox gives back its own text
+
   @id:fs-write-creates-parents @req:SDP1-082 @req:SKETCH-013 @must
   Scenario: Writing a file creates the directories above it that are missing
     When I write generated text to "drafts/2024/june/note.txt"

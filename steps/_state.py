@@ -225,6 +225,8 @@ class FilesState:
     listing: tuple[str, int, list[Any]] | None = None
     # the last deletion, in words
     deletion: str | None = None
+    # another sandbox holding other bytes at the same path: (its id, the path, the bytes)
+    other_file: tuple[str, str, bytes] | None = None
 
 
 @dataclass

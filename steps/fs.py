@@ -14,7 +14,7 @@ from typing import Any
 
 from pytest_bdd import given, parsers, then, when
 
-from conformance.adapter import DirEntryInfo, FileInfo
+from conformance.adapter import DirEntryInfo, FileInfo, SandboxRequest
 
 from ._shared import World, attempt, expect
 
@@ -109,6 +109,22 @@ def _(world: World, content: str, kib: str | None, path: str) -> None:
 def _(world: World, path: str) -> None:
     _write(world, path, b"")
     _written(world)[path] = b""
+
+
+@when(parsers.re(r'another sandbox holds other text at "(?P<path>[^"]+)"$'))
+def _(world: World, path: str) -> None:
+    other = world.provider.create(SandboxRequest())
+    data = _generated_text(world)
+    world.files("write a file").write(other.id, path, data)
+    world.fs.other_file = (other.id, path, data)
+
+
+@then(parsers.re(r'reading "(?P<path>[^"]+)" in the other sandbox gives back its own text$'))
+def _(world: World, path: str) -> None:
+    sandbox_id, written_path, data = world.require(world.fs.other_file, "another sandbox holding other text")
+    got = world.files("read a file").read(sandbox_id, written_path)
+    expect(got == data, f"reading {path!r} in sandbox {sandbox_id} gave {len(got)} bytes that are not what was written "
+                        f"there ({got[:40]!r}): the path reached another sandbox's file")
 
 
 @when(parsers.re(r'I write generated text to "(?P<path>[^"]+)"$'))

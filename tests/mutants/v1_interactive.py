@@ -6,6 +6,7 @@ import base64
 import threading
 from typing import Any
 
+from conformance.reference.host_backend import BackendError, not_found
 from conformance.reference.host_interactive import _encode, _kill_group
 from conformance.reference.host_plugin import HostPlugin
 from conformance.reference.sanitize import Sanitizer
@@ -175,3 +176,15 @@ class StreamCancelIgnored(HostPlugin):
 
     def m_stream_cancel(self, params: dict[str, Any]) -> Any:
         return None
+
+
+@mutant("pty-unknown-id-not-found")
+class PtyUnknownIdNotFound(HostPlugin):
+    """Refuses a terminal id that is not open as not_found of a resource v1 does not have ("pty"), instead of
+    invalid_spec naming pty_id."""
+
+    def _pty(self, params: dict[str, Any]) -> Any:
+        try:
+            return super()._pty(params)
+        except BackendError:
+            raise not_found("pty", str(params.get("pty_id"))) from None
