@@ -2,13 +2,13 @@ Feature: Deleting sandboxes
   Delete is idempotent: whatever the host knows about a sandbox, asking to delete it again, or
   deleting something already gone, succeeds. Hosts rely on this to clean up after crashes.
 
-  @id:delete-unknown @req:SKETCH-006 @req:SDP1-059 @must
+  @id:delete-unknown @req:SKETCH-006 @req:SDP1-059 @req:REST-003 @must
   Scenario: Deleting a sandbox id the provider never issued succeeds
     Given a provider
     When I delete a sandbox id that was never issued
     Then the delete succeeds
 
-  @id:delete-twice @req:SKETCH-006 @req:SDP1-059 @must
+  @id:delete-twice @req:SKETCH-006 @req:SDP1-059 @req:REST-003 @must
   Scenario: Deleting a sandbox a second time succeeds
     Given a sandbox
     When I delete the sandbox

@@ -32,6 +32,7 @@ Feature: Errors, field encodings and tolerant reading
       | a string id       |
       | a fractional id   |
       | a negative id     |
+      | an integral float id |
 
   @id:application-error-report @req:SDP1-043 @req:SDP1-044 @req:SDP1-046 @must @dialect:sandbox-driver-v1
   Scenario: An application failure is error -32000 with a typed report
@@ -54,6 +55,12 @@ Feature: Errors, field encodings and tolerant reading
     Given a sandbox
     When I stop the sandbox and run a command in it
     Then the command ran, or was refused in a report that says retrying will not help
+
+  @id:invalid-state-detail @req:SDP1-045 @must @dialect:sandbox-driver-v1 @cap:lifecycle.stop @cap:lifecycle.pause
+  Scenario: A verb refused in the wrong state names the sandbox's actual state and an action of the protocol
+    Given a sandbox
+    When I stop the sandbox, then pause it and run a command in it
+    Then each of those refused as invalid_state names stopped as the current state, and the pause names the action pause
 
   @id:not-found-detail @req:SDP1-045 @must @dialect:sandbox-driver-v1
   Scenario: A not_found failure names the kind of resource and its id in the error detail
@@ -83,6 +90,13 @@ Feature: Errors, field encodings and tolerant reading
     Then the command's answer is a result whose stdout is "tolerant"
     When the host creates another sandbox whose spec carries a field the protocol does not define
     Then that sandbox is created
+
+  @id:list-filter-empty-or-null @req:SDP1-126 @req:SDP1-S16 @must @dialect:sandbox-driver-v1 @cap:lifecycle.labels
+  Scenario: A list whose label filter is an empty map, or is null, lists every sandbox, unlabelled ones too
+    Given a freshly started provider that has been initialized
+    And a sandbox created through that provider, its labels then set to none
+    When the host lists sandboxes with an empty label map, and again with the label map null
+    Then both listings include that sandbox
 
   @id:launch-era-exec-spec @req:SDP1-126 @must @dialect:sandbox-driver-v1
   Scenario: A command spec in the launch-era shape, only the command and its environment, still runs

@@ -32,8 +32,8 @@ Feature: Running commands
 
   @id:exec-env-empty @req:SDP1-S02 @req:SKETCH-005 @req:REST-002 @must
   Scenario: A variable given with an empty value reaches the command set, and empty
-    When I run `[ "${CONFORMANCE_EMPTY+set}" = set ] && printf 'set:[%s]' "$CONFORMANCE_EMPTY"` with the variable CONFORMANCE_EMPTY set to an empty value
-    Then stdout is exactly "set:[]"
+    When I run `test "${CONFORMANCE_EMPTY+set}" = set && printf 'set:(%s)' "$CONFORMANCE_EMPTY"` with the variable CONFORMANCE_EMPTY set to an empty value
+    Then stdout is exactly "set:()"
 
   @id:exec-env-over-sandbox-env @req:SDP1-S02 @must
   Scenario: A variable given with the command wins over the sandbox's own value of it
@@ -51,6 +51,16 @@ Feature: Running commands
   Scenario: A buffered command's output comes back whole, however large, on both streams
     When I run `head -c 300000 /dev/zero | tr '\0' o; head -c 200000 /dev/zero | tr '\0' e >&2`
     Then stdout is 300000 bytes of the letter o and stderr 200000 bytes of the letter e
+
+  @id:exec-env-names-as-given @req:SDP1-S02 @req:SKETCH-005 @req:REST-002 @must
+  Scenario Outline: A variable reaches the command under exactly its own name: <name>
+    When I run `printf '%s' "$<name>"` with the variable <name> set to "as-given"
+    Then stdout is exactly "as-given"
+
+    Examples:
+      | name                   |
+      | conformance_lower_case |
+      | CONFORMANCE_API_TOKEN  |
 
   @id:exec-working-dir @req:SDP1-S03 @req:SKETCH-005 @req:REST-002 @must
   Scenario: A command runs in the working directory it is given
@@ -94,6 +104,12 @@ Feature: Running commands
     Then stdout is exactly "the command ran"
 
   # The command writes: ESC [31m red ESC [0m BEL SOH LF. No sanitization given means raw.
+  @id:exec-bash-env-from-sandbox-env @req:SDP1-067 @must @dialect:sandbox-driver-v1
+  Scenario: BASH_ENV given in the sandbox's own variables never reaches the shell either
+    Given a sandbox created with BASH_ENV naming a startup file that prints "the startup file was sourced; "
+    When I run `printf 'the command ran'`
+    Then stdout is exactly "the command ran"
+
   @id:exec-output-sanitization @req:SDP1-069 @req:SDP1-070 @req:SKETCH-005 @req:REST-002 @must
   Scenario Outline: Output sanitization <sanitization> leaves exactly the bytes it promises, on both streams
     When I run `printf '\033[31mred\033[0m\007\001\n'; printf '\033[31mred\033[0m\007\001\n' >&2` with output sanitization <sanitization>

@@ -52,6 +52,12 @@ Feature: Interactive processes, terminals and logs
     And terminating the process is answered while that input waits
     And the waiting input is then answered
 
+  @id:stdio-many-long-polls @req:SDP1-007 @req:SDP1-077 @req:SKETCH-013 @must @cap:exec.stdio_process
+  Scenario: However many output reads are waiting, other requests are still answered
+    Given a sandbox
+    When 6 stdio processes running `cat` each have an output read waiting
+    Then the provider's health and a description of the sandbox are answered while those reads wait
+
   @id:stdio-terminated-termination @req:SDP1-073 @req:SKETCH-013 @should @cap:exec.stdio_process
   Scenario: A terminated process is reported with one of the protocol's termination names
     Given a sandbox

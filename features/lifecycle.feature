@@ -67,6 +67,28 @@ Feature: Sandbox lifecycle
     When I attach to the sandbox by its id
     Then the attached handle names the same sandbox and working directory
 
+  @id:attach-deleted @req:SDP1-S17 @req:SDP1-059 @must
+  Scenario: Attaching to a sandbox that was deleted is refused as not_found
+    Given a sandbox
+    When I delete the sandbox and attach to it by its id
+    Then the attach is refused as not_found
+
+  @id:start-when-running @req:SDP1-023 @must @dialect:sandbox-driver-v1
+  Scenario: Starting a sandbox that is already running changes nothing
+    Given a sandbox
+    When I start the sandbox
+    Then the sandbox is described as running
+    When I run `printf still-running`
+    Then stdout is exactly "still-running"
+
+  @id:list-after-delete @req:SDP1-S16 @should
+  Scenario: A deleted sandbox is no longer listed
+    Given a provider
+    When I create a sandbox labelled with two generated labels
+    And I delete that labelled sandbox
+    And I list the sandboxes carrying both labels
+    Then the list does not include the first sandbox
+
   @id:attach-unknown @req:SDP1-S17 @req:REST-008 @must
   Scenario: Attaching to an id the provider never issued is refused as not_found
     Given a provider
@@ -134,6 +156,22 @@ Feature: Sandbox lifecycle
     When I refresh the activity of a sandbox id that was never issued
     Then that refresh is refused as not_found
 
+  @id:archive-from-stopped @req:SDP1-023 @req:SKETCH-013 @must @cap:lifecycle.archive @cap:lifecycle.stop
+  Scenario: A stopped sandbox can be archived, and runs again once started
+    Given a sandbox with a marker file
+    When I stop the sandbox
+    And I archive the sandbox
+    Then the sandbox is described as archived
+    When I start the sandbox
+    Then the sandbox is described as running
+    And the marker file is still there
+
+  @id:set-labels-empty @req:SDP1-023 @req:SKETCH-013 @must @cap:lifecycle.labels
+  Scenario: Setting a sandbox's labels to none leaves it with none
+    Given a sandbox labelled with a generated label
+    When I replace the sandbox's labels with none at all
+    Then the sandbox is described with no labels
+
   @id:set-labels-replace @req:SDP1-023 @req:SKETCH-013 @must @cap:lifecycle.labels
   Scenario: Setting a sandbox's labels replaces all of them
     Given a sandbox labelled with a generated label
@@ -195,6 +233,12 @@ Feature: Sandbox lifecycle
     Then the platform names a non-empty lowercase operating system
     And the platform names an architecture, not a kernel release
 
+  @id:platform-arch-names @req:SDP1-S23 @should
+  Scenario: Platform info names the architecture as the target names it
+    Given a sandbox
+    When I ask for the sandbox's platform info
+    Then the platform names its architecture as x86_64, aarch64 and the like, not amd64 or arm64
+
   @id:checkpoint-retired @req:SDP1-065 @must @dialect:sandbox-driver-v1
   Scenario Outline: The retired checkpoint methods are unknown methods
     Given a freshly started provider that has been initialized
@@ -240,6 +284,12 @@ Feature: Sandbox lifecycle
     When I create a sandbox labelled with labels in several scripts
     Then every answer reports those labels exactly as given
 
+  @id:create-with-long-name @req:SDP1-051 @must
+  Scenario: A long name is reported whole, or refused as invalid_spec naming it, never cut short
+    Given a provider
+    When I create a sandbox with a generated name of 120 characters
+    Then the sandbox's status reports that name, unless the create was refused as invalid_spec naming name
+
   @id:create-with-spaced-name @req:SDP1-051 @req:SDP1-038 @must
   Scenario: A name with spaces and accented letters is reported as given, and the id stays free of whitespace
     Given a provider
@@ -261,6 +311,12 @@ Feature: Sandbox lifecycle
     When I create two snapshots of the sandbox with different generated names
     And I list the snapshots by the first one's name
     Then the listing holds the first snapshot and not the second
+
+  @id:snapshot-unknown-not-found @req:SDP1-045 @req:SKETCH-013 @must @cap:snapshots
+  Scenario: Asking for a snapshot that does not exist is refused as not_found naming the snapshot
+    Given a provider
+    When I ask for a snapshot id that was never issued
+    Then that request is refused as not_found naming the resource snapshot and that id
 
   @id:snapshot-delete-idempotent @req:SDP1-089 @req:SDP1-040 @req:SKETCH-013 @must @cap:snapshots @cap:snapshots.filesystem
   Scenario: A snapshot is described with a known state, and deleting it succeeds however often it is asked

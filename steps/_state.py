@@ -238,6 +238,8 @@ class InteractiveState:
     sent: bytes | None = None
     # a read (of a process or a terminal) left waiting on its own thread
     waiting_read: Background | None = None
+    # reads left waiting on several processes at once
+    waiting_reads: list[Background] | None = None
     # input sent on its own thread to a process that does not read it
     waiting_input: Background | None = None
     pty_id: str | None = None
@@ -282,6 +284,10 @@ class ErrorsState:
     launch_era_file: tuple[str, bytes] | None = None
     # the event route the sandbox was created with
     route: EventRoute | None = None
+    # calls made in a stopped sandbox: (which, how each was answered)
+    refusals: list[tuple[str, Any]] | None = None
+    # lists sent with an empty and with a null label map: (which, how each was answered)
+    listings: list[tuple[str, Any]] | None = None
 
 
 @dataclass

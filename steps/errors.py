@@ -51,10 +51,12 @@ def _flawed_envelope(flaw: str, jsonrpc: str) -> dict[str, Any]:
         "a string id": {"jsonrpc": jsonrpc, "id": f"{RAW_ID_BASE + 302}"},
         "a fractional id": {"jsonrpc": jsonrpc, "id": RAW_ID_BASE + 303.5},
         "a negative id": {"jsonrpc": jsonrpc, "id": -(RAW_ID_BASE + 304)},
+        # 7340337.0: a whole number written as a float, which an unsigned-integer id decoder refuses
+        "an integral float id": {"jsonrpc": jsonrpc, "id": float(RAW_ID_BASE + 305)},
     }[flaw]
 
 
-FLAWS = ("no jsonrpc member", "a string id", "a fractional id", "a negative id")
+FLAWS = ("no jsonrpc member", "a string id", "a fractional id", "a negative id", "an integral float id")
 
 
 def _fresh_sandbox(world: World) -> SandboxHandle:
@@ -150,6 +152,42 @@ def _(world: World) -> None:
     sandbox_id = world.require_sandbox().id
     world.provider.stop(sandbox_id)
     world.last = attempt(lambda: world.provider.exec(sandbox_id, ExecRequest("true", timeout_s=10.0)))
+
+
+# The Action set of v1 section 10 (snapshot_sandbox is an alias of snapshot).
+ACTIONS = frozenset({"create", "attach", "start", "stop", "delete", "activate", "deactivate", "pause", "resume",
+                     "archive", "fork", "resize", "snapshot", "snapshot_sandbox", "recover", "undelete",
+                     "refresh_activity", "set_timers", "set_labels", "update_network", "unknown"})
+
+
+@when("I stop the sandbox, then pause it and run a command in it")
+def _(world: World) -> None:
+    sandbox_id = world.require_sandbox().id
+    world.provider.stop(sandbox_id)
+    world.errors.refusals = [
+        ("pause", attempt(lambda: world.invoke("pause", sandbox_id))),
+        ("command", attempt(lambda: world.provider.exec(sandbox_id, ExecRequest("true", timeout_s=10.0)))),
+    ]
+
+
+@then("each of those refused as invalid_state names stopped as the current state, and the pause names the action "
+      "pause")
+def _(world: World) -> None:
+    for what, outcome in world.require(world.errors.refusals, "calls in the stopped sandbox"):
+        error = outcome.error
+        if error is None and isinstance(outcome.answer, ExecOutcome):
+            error = outcome.answer.error
+        if not (isinstance(error, ApplicationErrorAnswer) and error.kind == "invalid_state"):
+            continue  # it ran, or was refused some other way: other scenarios judge that
+        detail = error.detail or {}
+        expect(detail.get("current") == "stopped",
+               f"the {what} was refused as invalid_state naming current state {detail.get('current')!r}; the sandbox "
+               "is stopped, and detail.current names the state it is in")
+        expect(detail.get("action") in ACTIONS,
+               f"the {what} was refused as invalid_state naming action {detail.get('action')!r}, which is not one of "
+               f"the protocol's actions ({', '.join(sorted(ACTIONS))})")
+        if what == "pause":
+            expect(detail.get("action") == "pause", f"the refused pause names action {detail.get('action')!r}")
 
 
 @then("the command ran, or was refused in a report that says retrying will not help")
@@ -309,6 +347,33 @@ def _(world: World) -> None:
     fresh = fresh_provider(world)
     request = SandboxRequest(extra={UNKNOWN_FIELD: {"added_in": "a later release"}})
     world.last = attempt(lambda: fresh.create(request))
+
+
+@given("a sandbox created through that provider, its labels then set to none")
+def _(world: World) -> None:
+    fresh = fresh_provider(world)
+    sandbox = fresh.create(SandboxRequest())
+    world.common.fresh_sandbox = sandbox
+    world.facet("operations", "set labels", fresh).invoke("set labels", sandbox.id, labels={})
+
+
+@when("the host lists sandboxes with an empty label map, and again with the label map null")
+def _(world: World) -> None:
+    wire = raw_channel(world)
+    world.errors.listings = [
+        (label, attempt(lambda flt=flt: wire.call(wire.vocabulary.method("list"), {"filter": flt})))
+        for label, flt in (("an empty label map", {"labels": {}}), ("the label map null", {"labels": None}))]
+
+
+@then("both listings include that sandbox")
+def _(world: World) -> None:
+    sandbox_id = _fresh_sandbox(world).id
+    for label, listing in world.require(world.errors.listings, "listings by an empty and a null label map"):
+        result = listing.expect_success(f"a list with {label}")
+        listed = [s.get("id") for s in (result or {}).get("sandboxes", []) if isinstance(s, dict)] \
+            if isinstance(result, dict) else []
+        expect(sandbox_id in listed, f"a list with {label} should list every sandbox, unlabelled sandbox {sandbox_id} "
+                                     f"too; it listed {listed}")
 
 
 @then("that sandbox is created")

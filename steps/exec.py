@@ -179,6 +179,16 @@ def _(world: World, text: str) -> None:
     world.commands.startup_file = outcome.stdout.decode("utf-8")
 
 
+@given(parsers.parse('a sandbox created with BASH_ENV naming a startup file that prints "{text}"'))
+def _(world: World, text: str) -> None:
+    path = f"/tmp/conformance-bash-env-{world.token('file')}.sh"
+    world.create_sandbox(env={"BASH_ENV": path})
+    script = f"printf '%s' {shlex.quote(text)}\n"
+    outcome = world.run(f"printf '%s' {shlex.quote(script)} > {path} && printf written")
+    expect(outcome.outcome == "ran" and outcome.stdout.endswith(b"written"),
+           f"could not write the startup file {path} in the sandbox: {outcome.describe()}")
+
+
 @when(parsers.re(r"I run `(?P<command>.+)` with BASH_ENV pointing at that startup file$"))
 def _(world: World, command: str) -> None:
     world.run(command, env={"BASH_ENV": world.require(world.commands.startup_file, "Bash startup file")})

@@ -17,6 +17,7 @@ from ._shared import MARKER_FILE, Attempt, World, attempt, cleanup, expect, run_
 
 BRANCH_ONLY = "conformance-written-in-branch"
 SOURCE_ONLY = "conformance-written-in-source-later"
+AFTER_SNAPSHOT = "conformance-written-after-the-snapshot"
 PID_FILE = "conformance-fork-pid"
 # A shell's conventional codes for "timed out" (coreutils timeout) and "killed" (128 + SIGKILL).
 TIMEOUT_EXIT_CODES = (124, 137)
@@ -58,6 +59,9 @@ def _(world: World, request: pytest.FixtureRequest) -> None:
         return
     snapshot_id = world.last.answer.id
     cleanup(request, lambda: world.invoke("delete a snapshot", None, snapshot_id=snapshot_id))
+    # written after the snapshot and before the branch: a snapshot that is a reference to the live
+    # workspace, copied only when a sandbox starts from it, would hand this file to the branch
+    run_ok(world, source.id, f"printf after-snapshot > {AFTER_SNAPSHOT}")
     # A host creates from the id the snapshot answered (v1 carries it in source.snapshot.name): a provider
     # that looks it up by display name alone fails here.
     branch = attempt(lambda: world.provider.create(SandboxRequest(from_snapshot=snapshot_id)))
@@ -78,6 +82,9 @@ def _(world: World) -> None:
     run_ok(world, source.id, f"printf source > {SOURCE_ONLY}")
     expect(not _present(world, source.id, BRANCH_ONLY),
            f"a file written in the branch ({branch.id}) appeared in its source ({source.id}): they share state")
+    expect(not _present(world, branch.id, AFTER_SNAPSHOT),
+           f"a file written in the source ({source.id}) after the snapshot, before the branch was created, is in the "
+           f"branch ({branch.id}): the snapshot was a reference to the live workspace, not a copy")
     expect(not _present(world, branch.id, SOURCE_ONLY),
            f"a file written in the source ({source.id}) after the snapshot appeared in the branch ({branch.id})")
     world.note_finding("GAP-1", "supported", "a branch from a filesystem snapshot kept the files and its own state")

@@ -165,6 +165,25 @@ def _promptly(what: str, call: Callable[[], Any]) -> Any:
     return running.value()
 
 
+@when(parsers.parse("{count:d} stdio processes running `cat` each have an output read waiting"))
+def _(world: World, count: int) -> None:
+    processes = world.processes("open a stdio process")
+    sandbox_id = _sandbox_id(world)
+    reads = []
+    for _ in range(count):
+        process_id = processes.open(sandbox_id, "cat", process_id=world.token("conformance-stdio"))
+        reads.append(Background(lambda pid=process_id: processes.read(pid, timeout_s=30.0)))
+    world.interactive.waiting_reads = reads
+    time.sleep(0.3)  # every read has reached the provider and waits there
+
+
+@then("the provider's health and a description of the sandbox are answered while those reads wait")
+def _(world: World) -> None:
+    sandbox_id = _sandbox_id(world)
+    _promptly("asking for the provider's health", lambda: world.provider.health())
+    _promptly("describing the sandbox", lambda: world.provider.describe(sandbox_id))
+
+
 @then("an unrelated request is answered while the read waits")
 def _(world: World) -> None:
     sandbox_id = _sandbox_id(world)

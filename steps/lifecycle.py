@@ -280,6 +280,13 @@ def _(world: World) -> None:
         expect(sandbox.id in listed, f"{_listing(world)} should include sandbox {sandbox.id}; it listed {listed}")
 
 
+@then("the list does not include the first sandbox")
+def _(world: World) -> None:
+    sandbox_id = world.require_sandbox().id
+    listed = _listed_ids(world)
+    expect(sandbox_id not in listed, f"{_listing(world)} still lists sandbox {sandbox_id}, which was deleted")
+
+
 @then("the list does not include the other sandbox")
 def _(world: World) -> None:
     other = _other_sandbox(world)
@@ -298,6 +305,31 @@ def _(world: World) -> None:
     world.last = attempt(lambda: world.provider.attach(sandbox_id))
 
 
+@when("I delete the sandbox and attach to it by its id")
+def _(world: World) -> None:
+    sandbox_id = world.require_sandbox().id
+    world.provider.delete(sandbox_id)
+    world.last = attempt(lambda: world.provider.attach(sandbox_id))
+
+
+@when("I delete that labelled sandbox")
+def _(world: World) -> None:
+    world.provider.delete(world.require_sandbox().id)
+
+
+@when("I replace the sandbox's labels with none at all")
+def _(world: World) -> None:
+    _invoke_ok(world, "set labels", world.require_sandbox().id, labels={})
+
+
+@then("the sandbox is described with no labels")
+def _(world: World) -> None:
+    sandbox_id = world.require_sandbox().id
+    labels = dict(world.provider.describe(sandbox_id).labels or {})
+    expect(labels == {}, f"after its labels were set to none, sandbox {sandbox_id} is described with {labels!r}; "
+                         "setting labels replaces all of them, with nothing when given nothing")
+
+
 @when("I attach to a sandbox id that was never issued")
 def _(world: World) -> None:
     never_issued = world.token("conformance-never-issued")
@@ -313,6 +345,12 @@ def _(world: World) -> None:
            f"attach to {original.id} names working directory {handle.working_directory!r}; the create named "
            f"{original.working_directory!r}")
     expect(handle.status.state in KNOWN_STATES, f"the attached handle reports unknown state {handle.status.state!r}")
+    if original.capabilities is not None and handle.capabilities is not None:
+        # The per-sandbox set is authoritative: an attach that narrows it makes working operations look refused.
+        lost = sorted(set(original.capabilities.declared()) - set(handle.capabilities.declared()))
+        gained = sorted(set(handle.capabilities.declared()) - set(original.capabilities.declared()))
+        expect(not lost and not gained, f"the attached handle declares other capabilities than the create's: it "
+                                        f"drops {lost} and adds {gained}; one sandbox has one capability set")
 
 
 @then("the attach is refused as not_found")
@@ -727,6 +765,16 @@ def _(world: World) -> None:
            f"platform os should be a non-empty lowercase name such as linux or macos; it is {os_name!r}")
 
 
+GO_ARCH_NAMES = {"amd64": "x86_64", "arm64": "aarch64", "386": "x86"}
+
+
+@then("the platform names its architecture as x86_64, aarch64 and the like, not amd64 or arm64")
+def _(world: World) -> None:
+    arch = world.require(world.lifecycle.platform, "platform info").arch
+    expect(arch not in GO_ARCH_NAMES, f"platform arch is {arch!r}, Go's name for it; the protocol's platform names "
+                                      f"follow the target's ({GO_ARCH_NAMES.get(arch)!r})")
+
+
 @then("the platform names an architecture, not a kernel release")
 def _(world: World) -> None:
     arch = world.require(world.lifecycle.platform, "platform info").arch
@@ -793,6 +841,45 @@ def _(world: World, field: str, named: str) -> None:
 def _(world: World) -> None:
     world.lifecycle.name = world.token("conformance-name")
     world.create_sandbox(name=world.lifecycle.name)
+
+
+@when(parsers.parse("I create a sandbox with a generated name of {length:d} characters"))
+def _(world: World, length: int) -> None:
+    stem = world.token("conformance-long-name")
+    world.lifecycle.name = (stem + "-" + "x" * length)[:length]
+    name = world.lifecycle.name
+    world.last = attempt(lambda: world.provider.create(SandboxRequest(name=name)))
+    if world.last.error is None:
+        world.sandbox = world.last.answer
+
+
+@then("the sandbox's status reports that name, unless the create was refused as invalid_spec naming name")
+def _(world: World) -> None:
+    if world.last.error is not None:
+        _expect_refusal(world.last, "a create with a long name", "invalid_spec", "name")
+        return
+    sandbox = world.require_sandbox()
+    name = world.require(world.lifecycle.name, "generated sandbox name")
+    for where, status in _statuses(world, sandbox):
+        expect(status.name == name, f"the {where} reports the {len(name)}-character name as {status.name!r}; a name "
+                                    "the provider cannot keep whole is refused, never cut short")
+
+
+@when("I ask for a snapshot id that was never issued")
+def _(world: World) -> None:
+    world.lifecycle.snapshot_id = world.token("conformance-never-issued-snapshot")
+    snapshot_id = world.lifecycle.snapshot_id
+    world.last = attempt(lambda: world.invoke("get a snapshot", None, snapshot_id=snapshot_id))
+
+
+@then("that request is refused as not_found naming the resource snapshot and that id")
+def _(world: World) -> None:
+    snapshot_id = world.require(world.lifecycle.snapshot_id, "snapshot id never issued")
+    error = _expect_refusal(world.last, "asking for a snapshot that was never issued", "not_found")
+    detail = error.detail or {}
+    expect(detail.get("resource") == "snapshot" and detail.get("id") == snapshot_id,
+           f"the not_found for snapshot {snapshot_id!r} names resource {detail.get('resource')!r} and id "
+           f"{detail.get('id')!r}")
 
 
 @when("I create a sandbox named with spaces and accented letters")
