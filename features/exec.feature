@@ -123,6 +123,28 @@ Feature: Running commands
       | strip_ansi   | red BEL SOH LF                  |
       | strip_all    | red LF                          |
 
+  # Every family of escape sequence, each form of its ending, and the controls strip_all keeps (TAB, LF, CR).
+  @id:sanitization-families @req:SDP1-069 @req:SDP1-070 @must @dialect:sandbox-driver-v1
+  Scenario Outline: Output sanitization <mode> removes <what>
+    When I run a command that writes the bytes "<written>" with output sanitization <mode>
+    Then stdout is exactly the bytes "<kept>"
+
+    Examples:
+      | case | what | mode | written | kept |
+      | strip_ansi a private-mode CSI sequence | a private-mode CSI sequence | strip_ansi | a ESC [?25l b | a b |
+      | strip_all a private-mode CSI sequence | a private-mode CSI sequence | strip_all | a ESC [?25l b | a b |
+      | strip_ansi an OSC ended by the string terminator | an OSC ended by the string terminator | strip_ansi | a ESC ]8;;https://example.invalid/ ST b | a b |
+      | strip_all an OSC ended by the string terminator | an OSC ended by the string terminator | strip_all | a ESC ]8;;https://example.invalid/ ST b | a b |
+      | strip_ansi an OSC ended by BEL | an OSC ended by BEL | strip_ansi | a ESC ]0;title BEL b | a b |
+      | strip_ansi a DCS string | a DCS string | strip_ansi | a ESC P1$r ST b | a b |
+      | strip_all a DCS string | a DCS string | strip_all | a ESC P1$r ST b | a b |
+      | strip_ansi a UTF-8 encoded C1 CSI | a UTF-8 encoded C1 CSI | strip_ansi | a C1CSI 1m b | a b |
+      | strip_all a UTF-8 encoded C1 CSI | a UTF-8 encoded C1 CSI | strip_all | a C1CSI 1m b | a b |
+      | strip_ansi a UTF-8 encoded C1 OSC | a UTF-8 encoded C1 OSC | strip_ansi | a C1OSC 0;title BEL b | a b |
+      | strip_all no CR, TAB or LF | no CR, TAB or LF | strip_all | a CR LF b TAB c | a CR LF b TAB c |
+      | strip_all only the other controls | only the other controls | strip_all | a VT b FF c BEL d | a b c d |
+      | strip_ansi no standalone control | no standalone control | strip_ansi | a VT b FF c CR LF d | a VT b FF c CR LF d |
+
   @id:exec-stdin @req:SDP1-075 @cap:exec.stdin @req:SKETCH-013 @must
   Scenario: The bytes given as stdin reach the command, followed by end of file
     When I run `od -An -v -tx1 | tr -d ' \n'` with every byte value from 0 to 255 as its stdin
@@ -138,6 +160,17 @@ Feature: Running commands
     When I run `head -c 1` with a megabyte of the letter x as its stdin
     Then the command ran and exited with code 0
     And stdout is exactly "x"
+
+  @id:exec-stdin-unread-timeout @req:SDP1-074 @req:SDP1-075 @cap:exec.stdin @req:SKETCH-013 @must
+  Scenario: A command that never reads a large stdin still times out on time
+    When I run `sleep 30` with a megabyte of the letter x as its stdin and a timeout of 1 second
+    Then the result says the command timed out, at most 4 seconds after the timeout
+
+  @id:exec-timeout-ends-children @req:SDP1-074 @req:SKETCH-013 @should
+  Scenario: A command that times out is stopped with everything it started
+    When I run a command that starts a background sleep, noting its pid, with a timeout of 1 second
+    Then the result says the command timed out, at most 4 seconds after the timeout
+    And the background sleep has ended too
 
   @id:exec-foreign-signal @req:GAP-3 @req:SDP1-072 @must
   Scenario: A command ended by a signal reports that signal's number

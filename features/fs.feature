@@ -153,6 +153,19 @@ Feature: Files in the sandbox
       | 1     | "top.txt" and "sub"                                |
       | 2     | "top.txt", "sub", "sub/inner.txt" and "sub/deeper" |
 
+  @id:fs-list-dir-symlink @req:SDP1-S19 @req:SKETCH-013 @should
+  Scenario: A listing reports a symbolic link as a symlink, and does not descend through it
+    Given a file "linked/target-dir/inside.txt" holding generated text
+    And a command has made "linked/dir-link" a symbolic link to "target-dir"
+    When I list "linked" to depth 2
+    Then the listing reports "dir-link" as a symlink, and nothing beneath it
+
+  @id:fs-list-dir-many @req:SDP1-086 @req:SKETCH-013 @must
+  Scenario: A listing of a directory with many entries names every one of them
+    Given a command has made 1500 files in "crowded"
+    When I list "crowded" to depth 1
+    Then the listing names all 1500 files
+
   # -- rename and delete ---------------------------------------------------------------------------
 
   @id:fs-rename @req:SDP1-S11 @req:SKETCH-013 @must

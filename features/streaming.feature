@@ -101,6 +101,25 @@ Feature: Streaming a command's output
     And I cancel it once it has started
     Then the stream answered a normal result with termination cancelled, at most 5 seconds after the cancel
 
+  @id:stream-cancel-only-that-one @req:SDP1-110 @req:SDP1-074 @cap:exec.cancel @req:SKETCH-013 @must
+  Scenario: Cancelling one stream leaves another stream in the same sandbox running
+    When I start streaming `printf started; sleep 10; printf finished`
+    And another stream `printf other-; sleep 1.5; printf done` runs beside it in the same sandbox
+    And I cancel it once it has started
+    Then the other stream still ends normally, having streamed "other-done"
+
+  @id:stream-cancel-term-first @req:SDP1-074 @cap:exec.cancel @req:SKETCH-013 @should
+  Scenario: A cancelled command is asked to stop before it is killed, so its TERM handler runs
+    When I start streaming `trap 'printf trapped; exit 0' TERM; printf started; sleep 10 & wait`
+    And I cancel it once it has started
+    Then the stream answered a normal result with termination cancelled, at most 5 seconds after the cancel
+    And the stream carried "trapped"
+
+  @id:stream-binary-output @req:SDP1-035 @req:SDP1-100 @req:SKETCH-013 @must
+  Scenario: A stream carries every byte value as written, bytes that are not text included
+    When I stream a command that writes every byte value from 0 to 255
+    Then the streamed stdout is exactly every byte value from 0 to 255
+
   @id:stream-cancel-idle @req:SDP1-110 @req:SKETCH-013 @must
   Scenario Outline: Cancelling an exec id that is <exec> succeeds and changes nothing
     When I start streaming `printf 'running, '; sleep 0.5; printf 'still here'`

@@ -100,6 +100,8 @@ class CommandsState:
     stdin_digest: str | None = None
     # a second sandbox, created without the first one's variables
     other_sandbox: SandboxHandle | None = None
+    # where a command wrote the pid of a background process it started
+    pid_file: str | None = None
 
 
 @dataclass

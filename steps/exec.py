@@ -7,6 +7,7 @@ import hashlib
 import os
 import shlex
 import time
+from typing import Any
 
 from pytest_bdd import given, parsers, then, when
 
@@ -149,14 +150,23 @@ def _(world: World) -> None:
 
 # -- spelling bytes in Gherkin --------------------------------------------------------------------
 
-CONTROL_NAMES = {"NUL": 0x00, "SOH": 0x01, "BEL": 0x07, "TAB": 0x09, "LF": 0x0A, "CR": 0x0D, "ESC": 0x1B}
+CONTROL_NAMES = {"NUL": b"\x00", "SOH": b"\x01", "BEL": b"\x07", "TAB": b"\x09", "LF": b"\x0a", "VT": b"\x0b",
+                 "FF": b"\x0c", "CR": b"\x0d", "ESC": b"\x1b",
+                 # the string terminator, and the C1 introducers CSI and OSC as UTF-8 encodes them (U+009B, U+009D)
+                 "ST": b"\x1b\\", "C1CSI": b"\xc2\x9b", "C1OSC": b"\xc2\x9d"}
 
 
 def spelled_bytes(spelled: str) -> bytes:
-    """Bytes spelled as space-separated tokens: control names (ESC, BEL, SOH, LF, ...) stand for that
-    byte, anything else for its UTF-8 text. ``ESC [31m red LF`` is ``b"\\x1b[31mred\\n"``."""
-    return b"".join(bytes([CONTROL_NAMES[token]]) if token in CONTROL_NAMES else token.encode("utf-8")
-                    for token in spelled.split())
+    """Bytes spelled as space-separated tokens: control names (ESC, BEL, SOH, LF, ST, C1CSI, ...) stand for
+    those bytes, anything else for its UTF-8 text. ``ESC [31m red LF`` is ``b"\\x1b[31mred\\n"``."""
+    return b"".join(CONTROL_NAMES.get(token, token.encode("utf-8")) for token in spelled.split())
+
+
+@when(parsers.re(r'I run a command that writes the bytes "(?P<spelled>[^"]+)" with output sanitization '
+                 r'(?P<mode>not given|[a-z_]+)$'))
+def _(world: World, spelled: str, mode: str) -> None:
+    world.require_report("bytes")
+    world.run(_octal_printf(spelled_bytes(spelled)), sanitization=sanitization_mode(mode))
 
 
 # -- running with options -------------------------------------------------------------------------
@@ -236,6 +246,39 @@ def _(world: World, command: str, seconds: str) -> None:
     started = time.monotonic()
     world.run(command, timeout_s=float(seconds))
     world.common.command_answered_after_s = time.monotonic() - started
+
+
+def _timed(world: World, command: str, seconds: float, **options: Any) -> None:
+    world.common.command_timeout_s = seconds
+    started = time.monotonic()
+    world.run(command, timeout_s=seconds, **options)
+    world.common.command_answered_after_s = time.monotonic() - started
+
+
+@when(parsers.re(r"I run `(?P<command>.+)` with a megabyte of the letter x as its stdin and a timeout of "
+                 r"(?P<seconds>\d+) seconds?$"))
+def _(world: World, command: str, seconds: str) -> None:
+    _timed(world, command, float(seconds), stdin=b"x" * (1 << 20))
+
+
+BACKGROUND_PID_FILE = "/tmp/conformance-background-{token}.pid"
+
+
+@when(parsers.re(r"I run a command that starts a background sleep, noting its pid, with a timeout of "
+                 r"(?P<seconds>\d+) seconds?$"))
+def _(world: World, seconds: str) -> None:
+    world.commands.pid_file = BACKGROUND_PID_FILE.format(token=world.token("pid"))
+    _timed(world, f"sleep 60 & printf '%s' $! > {world.commands.pid_file}; wait", float(seconds))
+
+
+@then("the background sleep has ended too")
+def _(world: World) -> None:
+    pid_file = world.require(world.commands.pid_file, "command that started a background sleep")
+    probe = f'pid=$(cat {pid_file}); for i in $(seq 1 30); do kill -0 "$pid" 2>/dev/null || exit 0; sleep 0.1; done; exit 1'
+    outcome = world.provider.exec(world.require_sandbox().id, ExecRequest(probe, timeout_s=10.0))
+    expect(outcome.outcome == "ran" and outcome.exit_code == 0,
+           f"the background sleep the timed-out command started was still running 3 s later ({outcome.describe()}): a "
+           "timeout stops the whole command, its process group")
 
 
 @when(parsers.re(r"I run `(?P<command>.+)` in that directory, given by its path relative to the sandbox's "

@@ -371,6 +371,34 @@ def _(world: World, path: str, depth: str) -> None:
     world.fs.listing = (path, int(depth), listing)
 
 
+@then(parsers.re(r'the listing reports "(?P<name>[^"]+)" as a symlink, and nothing beneath it$'))
+def _(world: World, name: str) -> None:
+    path, depth, listing = world.require(world.fs.listing, "directory listing")
+    entries = {entry.path: entry for entry in listing}
+    expect(name in entries, f"listing {path!r} to depth {depth} does not name {name!r}: {sorted(entries)}")
+    expect(entries[name].kind == "symlink",
+           f"listing {path!r} reports the symbolic link {name!r} as {entries[name].kind!r}; a link is listed as a "
+           "symlink, not as what it points at")
+    beneath = sorted(p for p in entries if p.startswith(name + "/"))
+    expect(not beneath, f"listing {path!r} descended through the symbolic link {name!r}: {beneath}")
+
+
+@given(parsers.re(r'a command has made (?P<count>\d+) files in "(?P<path>[^"]+)"$'))
+def _(world: World, count: str, path: str) -> None:
+    _run_ok(world, f"mkdir -p -- {shlex.quote(path)} && cd -- {shlex.quote(path)} && "
+                   f"for i in $(seq 1 {int(count)}); do : > \"f$i\"; done")
+
+
+@then(parsers.re(r"the listing names all (?P<count>\d+) files$"))
+def _(world: World, count: str) -> None:
+    path, depth, listing = world.require(world.fs.listing, "directory listing")
+    expected = {f"f{i}" for i in range(1, int(count) + 1)}
+    got = {entry.path for entry in listing}
+    missing = sorted(expected - got, key=lambda n: int(n[1:]))
+    expect(not missing, f"listing {path!r} names {len(got & expected)} of its {len(expected)} files; missing "
+                        f"{missing[:5]}{' …' if len(missing) > 5 else ''} — a listing has no silent cap")
+
+
 @then(parsers.re(r"the listing holds exactly (?P<entries>.+)$"))
 def _(world: World, entries: str) -> None:
     path, depth, listing = world.require(world.fs.listing, "directory listing")

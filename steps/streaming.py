@@ -248,6 +248,44 @@ def _(world: World, command: str) -> None:
     _finish(world, _start(world, ExecRequest(command=command)))
 
 
+@when(parsers.re(r"another stream `(?P<command>.+)` runs beside it in the same sandbox$"))
+def _(world: World, command: str) -> None:
+    world.stream.slow = _start(world, ExecRequest(command=command))
+
+
+@then(parsers.parse('the other stream still ends normally, having streamed "{text}"'))
+def _(world: World, text: str) -> None:
+    other = world.require(world.stream.slow, "the other stream")
+    stream = other.wait(15.0)
+    expect(stream.result.outcome == "ran" and stream.result.termination == "exited" and stream.result.exit_code == 0,
+           f"cancelling one exec ended another in the same sandbox: it gave {stream.result.describe()}")
+    expect(_streamed(stream) == text.encode(), f"the other stream streamed {_streamed(stream)!r}, not {text!r}")
+
+
+@then(parsers.parse('the stream carried "{text}"'))
+def _(world: World, text: str) -> None:
+    stream = _stream(world)
+    expect(text.encode() in _streamed(stream),
+           f"the cancelled command's TERM handler did not get to run: the stream carried {_streamed(stream)!r} "
+           "— a cancel asks the command to stop (SIGTERM) and kills it only after a grace period")
+
+
+@when("I stream a command that writes every byte value from 0 to 255")
+def _(world: World) -> None:
+    octal = "".join(f"\\{b:03o}" for b in range(256))
+    _finish(world, _start(world, ExecRequest(command=f"printf '{octal}'")))
+
+
+@then("the streamed stdout is exactly every byte value from 0 to 255")
+def _(world: World) -> None:
+    stream = _stream(world)
+    _ran(stream)
+    streamed = _streamed(stream, _carrier(stream, "stdout"))
+    expect(streamed == bytes(range(256)),
+           f"the stream carried {len(streamed)} bytes that are not the 256 byte values written "
+           f"({streamed[:24]!r}…): stream chunks carry bytes as written, never re-encoded as text")
+
+
 @when("I cancel it once it has started")
 def _(world: World) -> None:
     running = world.require(world.stream.running, "started stream")
