@@ -58,6 +58,41 @@ Feature: Interactive processes, terminals and logs
     When 6 stdio processes running `cat` each have an output read waiting
     Then the provider's health and a description of the sandbox are answered while those reads wait
 
+  @id:stdio-stderr-tail-exact @req:SDP1-023 @req:SKETCH-013 @must @cap:exec.stdio_process
+  Scenario: A stderr of exactly the tail's size comes back whole, not marked as cut
+    Given a sandbox
+    When I open a stdio process running `head -c 8192 /dev/zero | tr '\0' e >&2`
+    Then waiting for the process reports a stderr tail of exactly 8192 letters e
+
+  @id:stdio-env @req:SDP1-023 @req:SKETCH-013 @must @cap:exec.stdio_process
+  Scenario: A stdio process gets the variables it was opened with
+    Given a sandbox
+    When I open a stdio process running `printf '%s' "$CONFORMANCE_STDIO"` with the variable CONFORMANCE_STDIO set to "for-the-process"
+    Then the process's output is "for-the-process"
+
+  @id:stdio-id-free-after-failed-open @req:SDP1-076 @req:SKETCH-013 @must @cap:exec.stdio_process
+  Scenario: A process id whose open failed is free for the next open
+    Given a sandbox
+    When I open a stdio process in a directory that does not exist
+    Then that open is refused
+    And opening a stdio process running `cat` with the same id succeeds
+
+  @id:stdio-input-large @req:SDP1-023 @req:SKETCH-013 @must @cap:exec.stdio_process
+  Scenario: Input far larger than a pipe holds reaches the process whole
+    Given a sandbox
+    When I open a stdio process running `wc -c`
+    And I send the process 300 KiB of input at once
+    And I close the process's input
+    Then the process's output is "307200", once blanks are trimmed
+
+  @id:stdio-terminate-only-that-one @req:SDP1-023 @req:SKETCH-013 @must @cap:exec.stdio_process
+  Scenario: Terminating one process leaves the sandbox's other processes running
+    Given a sandbox
+    When I open a stdio process running `cat`
+    And I open a second stdio process running `cat`
+    And I terminate the process
+    Then the second process still echoes what it is sent
+
   @id:stdio-terminated-termination @req:SDP1-073 @req:SKETCH-013 @should @cap:exec.stdio_process
   Scenario: A terminated process is reported with one of the protocol's termination names
     Given a sandbox
@@ -145,6 +180,20 @@ Feature: Interactive processes, terminals and logs
     Then the cancel succeeds
     When I follow the sandbox's entrypoint log with that stream id
     Then the follow ends with an answer
+
+  @id:pty-env @req:SDP1-023 @req:SKETCH-013 @must @cap:pty
+  Scenario: A terminal's shell gets the variables it was opened with, TERM included
+    Given a sandbox
+    When I open a terminal of 24 rows and 80 columns with TERM set to "dumb"
+    And I type `printf 'term=%s\n' "$TERM"` into the terminal
+    Then the terminal shows "term=dumb"
+
+  @id:pty-exit-ends-output @req:SDP1-023 @req:SKETCH-013 @must @cap:pty
+  Scenario: Once a terminal's shell exits, reading the terminal reports the end of the session
+    Given a sandbox
+    When I open a terminal of 24 rows and 80 columns
+    And I type `exit` into the terminal
+    Then reading the terminal reports the end of the session within 10 seconds
 
   @id:logs-provision @req:SDP1-079 @req:SKETCH-013 @must @cap:logs.provision
   Scenario: A follow of the provision log delivers its output before its final answer

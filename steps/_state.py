@@ -240,6 +240,8 @@ class InteractiveState:
     sent: bytes | None = None
     # a read (of a process or a terminal) left waiting on its own thread
     waiting_read: Background | None = None
+    # a second stdio process beside the first
+    second_process_id: str | None = None
     # reads left waiting on several processes at once
     waiting_reads: list[Background] | None = None
     # input sent on its own thread to a process that does not read it

@@ -303,6 +303,87 @@ def _(world: World) -> None:
            f"protocol's {', '.join(TERMINATIONS)} (a host reads an unknown name as unknown, losing how it ended)")
 
 
+@then(parsers.parse("waiting for the process reports a stderr tail of exactly {count:d} letters {letter}"))
+def _(world: World, count: int, letter: str) -> None:
+    ended = world.processes("wait for a stdio process").wait(_process(world), timeout_s=OUTPUT_S)
+    tail = ended.stderr_tail or ""
+    expect(tail == letter * count, f"a stderr of exactly {count} bytes fits the tail whole; the tail is {len(tail)} "
+                                   f"characters starting {tail[:8]!r} — the cut mark belongs only to a stderr that lost "
+                                   "bytes")
+
+
+@when(parsers.re(r'I open a stdio process running `(?P<command>.+)` with the variable (?P<name>[A-Za-z_][A-Za-z0-9_]*) '
+                 r'set to "(?P<value>[^"]*)"$'))
+def _(world: World, command: str, name: str, value: str) -> None:
+    world.interactive.process_id = world.processes("open a stdio process").open(
+        _sandbox_id(world), command, env={name: value}, process_id=world.token("conformance-stdio"))
+
+
+@then(parsers.re(r'the process\'s output is "(?P<text>[^"]*)"(?P<trimmed>, once blanks are trimmed)?$'))
+def _(world: World, text: str, trimmed: str | None) -> None:
+    data = b""
+    deadline = time.monotonic() + OUTPUT_S
+    while time.monotonic() < deadline:
+        chunk = world.processes("read a stdio process's output").read(_process(world), timeout_s=OUTPUT_S)
+        if chunk is None:
+            break
+        data += chunk
+    got = data.strip() if trimmed else data
+    expect(got == text.encode(), f"the process's output should be {text!r}; it was {_preview(data)}")
+
+
+@when("I open a stdio process in a directory that does not exist")
+def _(world: World) -> None:
+    world.interactive.process_id = world.token("conformance-stdio")
+    process_id = world.interactive.process_id
+    missing = world.working_directory().rstrip("/") + "/" + world.token("conformance-no-such-dir")
+    world.last = attempt(lambda: world.processes("open a stdio process").open(
+        _sandbox_id(world), "cat", working_dir=missing, process_id=process_id))
+
+
+@then("that open is refused")
+def _(world: World) -> None:
+    world.last.expect_application_error("opening a stdio process in a directory that does not exist")
+
+
+@then("opening a stdio process running `cat` with the same id succeeds")
+def _(world: World) -> None:
+    process_id = _process(world)
+    attempt(lambda: world.processes("open a stdio process").open(_sandbox_id(world), "cat", process_id=process_id)) \
+        .expect_success(f"opening a stdio process with id {process_id!r}, whose earlier open failed")
+    sent = (world.token("conformance-line") + "\n").encode()
+    world.interactive.sent = sent
+    world.processes("write to a stdio process").write(process_id, sent)
+    echoed = _read_process(world, len(sent))
+    expect(echoed == sent, f"the process opened with the freed id should echo; it gave {_preview(echoed)}")
+
+
+@when(parsers.parse("I send the process {kib:d} KiB of input at once"))
+def _(world: World, kib: int) -> None:
+    world.processes("write to a stdio process").write(_process(world), b"y" * (kib * 1024))
+
+
+@when("I open a second stdio process running `cat`")
+def _(world: World) -> None:
+    world.interactive.second_process_id = world.processes("open a stdio process").open(
+        _sandbox_id(world), "cat", process_id=world.token("conformance-stdio"))
+
+
+@then("the second process still echoes what it is sent")
+def _(world: World) -> None:
+    second = world.require(world.interactive.second_process_id, "second stdio process")
+    sent = (world.token("conformance-line") + "\n").encode()
+    world.processes("write to a stdio process").write(second, sent)
+    data = b""
+    deadline = time.monotonic() + OUTPUT_S
+    while len(data) < len(sent) and time.monotonic() < deadline:
+        chunk = world.processes("read a stdio process's output").read(second, timeout_s=OUTPUT_S)
+        if chunk is None:
+            break
+        data += chunk
+    expect(data == sent, f"terminating one process ended another: the second gave {_preview(data)}")
+
+
 @then(parsers.parse('waiting for the process reports a stderr tail that ends with "{text}"'))
 def _(world: World, text: str) -> None:
     ended = world.processes("wait for a stdio process").wait(_process(world), timeout_s=OUTPUT_S)
@@ -425,6 +506,30 @@ def _(world: World) -> None:
 @then("the cancel succeeds")
 def _(world: World) -> None:
     world.last.expect_success("cancelling a stream id no follow uses")
+
+
+@when(parsers.parse('I open a terminal of {rows:d} rows and {cols:d} columns with TERM set to "{term}"'))
+def _(world: World, rows: int, cols: int, term: str, request: pytest.FixtureRequest) -> None:
+    pty_id = world.token("conformance-pty")
+    world.interactive.pty_id = world.terminals("open a terminal").open(_sandbox_id(world), rows=rows, cols=cols,
+                                                                       env={"TERM": term}, pty_id=pty_id)
+    world.interactive.screen, world.interactive.judged = b"", 0
+    cleanup(request, lambda: world.terminals("close a terminal").close(pty_id))
+
+
+@then(parsers.parse("reading the terminal reports the end of the session within {seconds:d} seconds"))
+def _(world: World, seconds: int) -> None:
+    pty_id = _terminal(world)
+    deadline = time.monotonic() + seconds
+    while True:
+        remaining = deadline - time.monotonic()
+        expect(remaining > 0, f"the terminal's shell exited, but reading the terminal did not report the end of the "
+                              f"session within {seconds} s")
+        answer = attempt(lambda: world.terminals("read a terminal").read(pty_id, timeout_s=remaining))
+        expect(answer.error is None, f"once the shell exits, reading the terminal reports the end of the session "
+                                     f"(no more data), not an error: {answer.error}")
+        if answer.answer is None:
+            return
 
 
 @when(parsers.re(r"I type `(?P<text>.+)` into the terminal$"))
