@@ -265,6 +265,18 @@ Feature: Sandbox lifecycle
       | user         |
       | resources    |
 
+  @id:creation-spec-setting @req:SDP1-051 @must @dialect:sandbox-driver-v1
+  Scenario Outline: A setting the provider cannot honour is refused as invalid_spec, never dropped: <setting>
+    Given a provider
+    When I create a sandbox asking for <setting>
+    Then the sandbox visibly has <setting>, or the create is refused as invalid_spec naming <field>
+
+    Examples:
+      | setting         | field     |
+      | a GPU           | resources |
+      | a 1024 MiB disk | resources |
+      | a one-hour ttl  | timers    |
+
   @id:create-with-name @req:SDP1-051 @must
   Scenario: A sandbox created with a name reports that name in every answer that carries its status
     Given a provider

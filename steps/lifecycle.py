@@ -809,6 +809,45 @@ def _(world: World, field: str) -> None:
         world.sandbox = world.last.answer
 
 
+SETTINGS: dict[str, dict[str, Any]] = {
+    "a GPU": {"resources": {"gpus": 1}},
+    "a 1024 MiB disk": {"resources": {"disk_mb": 1024}},
+    "a one-hour ttl": {"timers": {"ttl": {"secs": 3600, "nanos": 0}}},
+}
+
+
+@when(parsers.re(r"I create a sandbox asking for (?P<setting>a GPU|a 1024 MiB disk|a one-hour ttl)$"))
+def _(world: World, setting: str) -> None:
+    world.last = attempt(lambda: world.provider.create(SandboxRequest(extra=SETTINGS[setting])))
+    if world.last.error is None:
+        world.sandbox = world.last.answer
+
+
+def _has_setting(world: World, setting: str) -> tuple[bool, str]:
+    sandbox_id = world.require_sandbox().id
+    if setting == "a GPU":
+        seen = world.provider.exec(sandbox_id, ExecRequest("ls /dev/nvidia0 >/dev/null 2>&1 || nvidia-smi -L"))
+        return seen.outcome == "ran" and seen.exit_code == 0, "no GPU device is visible inside it"
+    if setting == "a 1024 MiB disk":
+        seen = world.provider.exec(sandbox_id, ExecRequest("df -Pm . | awk 'NR==2 {print $2}'"))
+        size = seen.stdout.decode(errors="replace").strip()
+        ok = size.isdigit() and 512 <= int(size) <= 2048
+        return ok, f"its working directory's filesystem holds {size or '?'} MiB"
+    declared = world.provider.capabilities.declares("lifecycle.timers")
+    return declared, "the provider declares no lifecycle timers, so nothing will end the sandbox after an hour"
+
+
+@then(parsers.re(r"the sandbox visibly has (?P<setting>a GPU|a 1024 MiB disk|a one-hour ttl), or the create is "
+                 r"refused as invalid_spec naming (?P<field>[a-z_.]+)$"))
+def _(world: World, setting: str, field: str) -> None:
+    if world.last.error is not None:
+        _expect_refusal(world.last, f"a create asking for {setting}", "invalid_spec", field)
+        return
+    has, instead = _has_setting(world, setting)
+    expect(has, f"the create asking for {setting} succeeded, but {instead}: a setting the provider cannot honour is "
+                f"refused as invalid_spec naming {field}, never silently dropped")
+
+
 def _spec_asked(world: World) -> Any:
     return world.require(world.lifecycle.spec_asked, "value the request asked for")
 
