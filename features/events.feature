@@ -14,6 +14,7 @@ Feature: Control-plane events
     When I <operation> asking for events
     Then the operation emitted operation_started and exactly one terminal event, all sharing one operation id
     And its terminal event is operation_completed
+    And every event of it names the provider's kind, and those on its own route carry its own correlation id
 
     Examples:
       | operation              |

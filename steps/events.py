@@ -91,7 +91,8 @@ def _(world: World) -> None:
 def _(world: World) -> None:
     # The sandbox is created with events of its own (a route the scenario does not judge): an early-v1
     # provider reports the delete on the route of the handle's create, a late-v1 one on the delete's own.
-    setup = EventRoute(route_id=world.token("conformance-setup-route"))
+    setup = EventRoute(route_id=world.token("conformance-setup-route"),
+                       correlation_id=world.token("conformance-setup-corr"))
     world.sandbox = fresh_provider(world).create(SandboxRequest(events=setup))
     route = _new_route(world, "delete")
     fresh_provider(world).delete(world.require_sandbox().id, events=route)
@@ -193,6 +194,20 @@ def _(world: World) -> None:
     action, route = _operation(world)
     _settle(world)
     _started_and_terminal(action, route.received)
+
+
+@then("every event of it names the provider's kind, and those on its own route carry its own correlation id")
+def _(world: World) -> None:
+    action, route = _operation(world)
+    kind = fresh_provider(world).identity.kind
+    for event in route.received:
+        expect(event.event.get("provider") == kind,
+               f"the {event.type} of the {action} names provider {event.event.get('provider')!r}; the provider's kind "
+               f"is {kind!r}")
+        if event.route_id == route.route_id:
+            expect(event.event.get("correlation_id") == route.correlation_id,
+                   f"the {event.type} of the {action}, on the {action}'s own route, carries correlation_id "
+                   f"{event.event.get('correlation_id')!r}; the {action} asked with {route.correlation_id!r}")
 
 
 @then(parsers.re(r"its terminal event is (?P<terminal>operation_completed|operation_failed)$"))
