@@ -27,6 +27,7 @@ Feature: Control-plane events
   Scenario: An operation that fails after reporting its start reports exactly one operation_failed
     When I attach to a never-issued sandbox id asking for events
     Then the attach is refused, and any events it emitted are operation_started and exactly one operation_failed, sharing one operation id
+    And any operation_failed it emitted arrived before the refusal
 
   @id:events-repeated-delete @req:SDP1-114 @req:SDP1-059 @must
   Scenario: Deleting an already-deleted sandbox, asking for events, reports its start and end as the first delete did
@@ -40,6 +41,17 @@ Feature: Control-plane events
     When I create a sandbox asking for events
     And I archive that sandbox and start it again
     Then every event on the create's route names create, archive or start as its action
+
+  @id:events-actions-pause-resume @req:SDP1-111 @req:SDP1-114 @must @cap:lifecycle.pause
+  Scenario: Events of a pause and a resume name pause and resume, and nothing else
+    When I create a sandbox asking for events
+    And I pause that sandbox and resume it
+    Then every event on the create's route names create, pause or resume as its action
+
+  @id:events-snapshot-subject @req:SDP1-111 @must @cap:snapshots @cap:snapshots.filesystem
+  Scenario: The events of a snapshot's creation are about the snapshot
+    When I create a snapshot of a sandbox asking for events
+    Then the snapshot's terminal event names the snapshot by the id the provider assigned
 
   @id:events-terminal-before-answer @req:SDP1-115 @must
   Scenario: An operation's final event is written before its answer

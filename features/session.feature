@@ -61,6 +61,12 @@ Feature: Provider health and the end of a session
     When the host closes the provider's input
     Then the provider process exits within 5 seconds
 
+  @id:exit-on-input-closed-status @req:SDP1-097 @should @dialect:sandbox-driver-v1
+  Scenario: A provider whose input ended exits with status 0
+    Given a freshly started provider that has been initialized
+    When the host closes the provider's input
+    Then the provider process exits with status 0 within 5 seconds
+
   @id:exit-on-input-closed-while-running @req:SDP1-097 @must @dialect:sandbox-driver-v1
   Scenario: The provider exits within 5 seconds once its input is closed, even while a command runs
     Given a freshly started provider that has been initialized

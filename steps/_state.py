@@ -274,6 +274,8 @@ class EventsState:
     watched_events: list[dict[str, Any]] | None = None
     # the generated marker the command printed
     output_marker: str | None = None
+    # the snapshot created asking for events
+    snapshot_id: str | None = None
 
 
 @dataclass

@@ -12,6 +12,7 @@ import time
 from collections import defaultdict
 from typing import Any
 
+import pytest
 from pytest_bdd import given, parsers, then, when
 
 from conformance.adapter import EventRoute, ExecRequest, ReceivedEvent, SandboxRequest
@@ -127,6 +128,50 @@ def _(world: World, actions: str) -> None:
     wrong = [(e.type, e.action) for e in received if e.action not in allowed and e.type != "state_observed"]
     expect(not wrong, f"events on the create's route name actions {wrong}, but only {sorted(allowed)} were "
                       f"performed: {_describe(received)}")
+
+
+@when("I pause that sandbox and resume it")
+def _(world: World) -> None:
+    fresh = fresh_provider(world)
+    sandbox_id = world.require_sandbox().id
+    operations = world.facet("operations", "pause", fresh)
+    operations.invoke("pause", sandbox_id)
+    operations.invoke("resume", sandbox_id)
+
+
+@when("I create a snapshot of a sandbox asking for events")
+def _(world: World, request: pytest.FixtureRequest) -> None:
+    fresh = fresh_provider(world)
+    _create_plain(world)
+    operations = world.facet("operations", "create a snapshot", fresh)
+    route = _new_route(world, "snapshot")
+    answer = operations.invoke("create a snapshot", world.require_sandbox().id, events=route)
+    world.event_watch.snapshot_id = answer.id
+    request.addfinalizer(lambda: operations.invoke("delete a snapshot", None, snapshot_id=answer.id))
+
+
+@then("the snapshot's terminal event names the snapshot by the id the provider assigned")
+def _(world: World) -> None:
+    action, route = _operation(world)
+    _settle(world)
+    terminal = [e for e in route.received if e.type in TERMINAL]
+    expect(bool(terminal), f"the snapshot's creation emitted no terminal event: {_describe(route.received)}")
+    subject = terminal[-1].event.get("subject") or {}
+    snapshot_id = world.require(world.event_watch.snapshot_id, "snapshot created asking for events")
+    expect(subject.get("type") == "snapshot" and subject.get("id") == snapshot_id,
+           f"the events of creating snapshot {snapshot_id!r} should be about it (subject type snapshot, its id); "
+           f"the subject is {subject!r}")
+
+
+@then("any operation_failed it emitted arrived before the refusal")
+def _(world: World) -> None:
+    _, route = _operation(world)
+    answered = [sequence for _, sequence in route.answers]
+    for event in route.received:
+        if event.type == "operation_failed" and answered:
+            expect(event.sequence < answered[0],
+                   f"the operation_failed arrived after the refusal (inbound #{event.sequence} vs answer "
+                   f"#{answered[0]}); a failed operation's final event is written before its answer too")
 
 
 @when("I attach to the sandbox asking for events")
