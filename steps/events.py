@@ -128,6 +128,13 @@ def _(world: World, actions: str) -> None:
     wrong = [(e.type, e.action) for e in received if e.action not in allowed and e.type != "state_observed"]
     expect(not wrong, f"events on the create's route name actions {wrong}, but only {sorted(allowed)} were "
                       f"performed: {_describe(received)}")
+    # When the later operations are reported here at all, each is reported under its own action.
+    later = {e.event.get("operation_id"): e.action for e in received
+             if e.action != "create" and e.type and e.type.startswith("operation_")}
+    if later:
+        expect(sorted(later.values()) == sorted(allowed - {"create"}),
+               f"the operations after the create were {sorted(allowed - {'create'})}, but their events on the create's "
+               f"route name {sorted(later.values())}: {_describe(received)}")
 
 
 @when("I pause that sandbox and resume it")
