@@ -102,7 +102,7 @@ Feature: Errors, field encodings and tolerant reading
   Scenario: A command spec in the launch-era shape, only the command and its environment, still runs
     Given a freshly started provider that has been initialized
     And a sandbox created through that provider
-    When the host runs `printf launched` there with a spec giving only the command and its environment
+    When the host runs `sleep 0.3; printf launched` there with a spec giving only the command and its environment
     Then the command's answer is a result whose stdout is "launched"
 
   @id:launch-era-file-read @req:SDP1-126 @must @dialect:sandbox-driver-v1

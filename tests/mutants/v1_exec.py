@@ -12,6 +12,7 @@ from typing import Any
 from conformance.reference import host_backend
 from conformance.reference.host_backend import BackendError, HostBackend, HostSandbox
 from conformance.reference.host_plugin import HostPlugin, application_error, b64
+from conformance.reference.sanitize import BEL, Sanitizer
 from tests.mutants import mutant
 
 # -- the Bash contract ---------------------------------------------------------------------------
@@ -257,3 +258,56 @@ class RelativeWorkingDirFromPluginCwd(HostPlugin):
 
     def make_backend(self) -> HostBackend:
         return _PluginCwdBackend(environ=self.environ)
+
+
+# -- sanitization families (features/exec.feature: sanitization-families) ------------------------------
+
+
+def _with_sanitizer(sanitizer: type[Sanitizer]) -> type[HostPlugin]:
+    backend = type(f"_Backend_{sanitizer.__name__}", (HostBackend,), {"sanitizer_class": sanitizer})
+
+    class Plugin(HostPlugin):
+        def make_backend(self) -> HostBackend:
+            return backend(environ=self.environ)
+
+    return Plugin
+
+
+class _DcsAsTwoByteEscape(Sanitizer):
+    def _step(self, byte: int, out: bytearray) -> None:
+        if self._state == "esc" and byte in (ord("P"), ord("X"), ord("^"), ord("_")):
+            self._state = "text"  # read as a two-byte escape: the string's body leaks
+            return
+        super()._step(byte, out)
+
+
+class _OscEndsOnlyAtSt(Sanitizer):
+    def _step(self, byte: int, out: bytearray) -> None:
+        if self._state == "osc" and byte == BEL:
+            return  # BEL is taken for part of the OSC, which then swallows what follows
+        super()._step(byte, out)
+
+
+class _StripAllKeepsVtFf(Sanitizer):
+    def _text_byte(self, byte: int, out: bytearray) -> None:
+        if self.mode == "strip_all" and byte in (0x0B, 0x0C):
+            out.append(byte)
+            return
+        super()._text_byte(byte, out)
+
+
+class _AnsiDropsControls(Sanitizer):
+    def _text_byte(self, byte: int, out: bytearray) -> None:
+        if self.mode == "strip_ansi" and byte < 0x20 and byte not in (0x09, 0x0A, 0x0D):
+            return
+        super()._text_byte(byte, out)
+
+
+mutant("sanitize-dcs-body-kept")(type("SanitizeDcsBodyKept", (_with_sanitizer(_DcsAsTwoByteEscape),), {
+    "__doc__": "Reads ESC P (and SOS, PM, APC) as a two-byte escape: the string's body is kept."}))
+mutant("sanitize-osc-bel-ignored")(type("SanitizeOscBelIgnored", (_with_sanitizer(_OscEndsOnlyAtSt),), {
+    "__doc__": "Ends an OSC only at the string terminator: one ended by BEL swallows what follows."}))
+mutant("sanitize-strip-all-keeps-vt-ff")(type("SanitizeStripAllKeepsVtFf", (_with_sanitizer(_StripAllKeepsVtFf),), {
+    "__doc__": "strip_all keeps VT and FF, which are neither TAB, LF nor CR."}))
+mutant("sanitize-ansi-drops-controls")(type("SanitizeAnsiDropsControls", (_with_sanitizer(_AnsiDropsControls),), {
+    "__doc__": "strip_ansi removes standalone control characters, which only strip_all removes."}))
