@@ -166,7 +166,7 @@ Feature: Running commands
     When I run `sleep 30` with a megabyte of the letter x as its stdin and a timeout of 1 second
     Then the result says the command timed out, at most 4 seconds after the timeout
 
-  @id:exec-timeout-ends-children @req:SDP1-074 @req:SKETCH-013 @should
+  @id:exec-timeout-ends-children @req:SDP1-074 @req:SKETCH-011 @should
   Scenario: A command that times out is stopped with everything it started
     When I run a command that starts a background sleep, noting its pid, with a timeout of 1 second
     Then the result says the command timed out, at most 4 seconds after the timeout

@@ -274,7 +274,11 @@ def _(world: World, seconds: str) -> None:
 @then("the background sleep has ended too")
 def _(world: World) -> None:
     pid_file = world.require(world.commands.pid_file, "command that started a background sleep")
-    probe = f'pid=$(cat {pid_file}); for i in $(seq 1 30); do kill -0 "$pid" 2>/dev/null || exit 0; sleep 0.1; done; exit 1'
+    # Ended means gone or a zombie: in a container whose first process reaps nothing, a killed orphan stays a
+    # zombie, which `kill -0` still finds.
+    probe = (f'pid=$(cat {pid_file}); for i in $(seq 1 30); do '
+             f'state=$(cut -d")" -f2 /proc/"$pid"/stat 2>/dev/null | cut -d" " -f2); '
+             f'[ -z "$state" ] || [ "$state" = Z ] && exit 0; sleep 0.1; done; exit 1')
     outcome = world.provider.exec(world.require_sandbox().id, ExecRequest(probe, timeout_s=10.0))
     expect(outcome.outcome == "ran" and outcome.exit_code == 0,
            f"the background sleep the timed-out command started was still running 3 s later ({outcome.describe()}): a "

@@ -64,7 +64,7 @@ def test_tag_expressions_select_by_requirement_and_level(suite) -> None:
     run = suite("--tags", "req:SDP1-059 and must")
     assert run.exit_code == 0
     assert run.with_outcome("passed") == {"delete-unknown", "delete-twice", "delete-while-deleting",
-                                             "events-repeated-delete"}
+                                             "events-repeated-delete", "attach-deleted"}
 
 
 def test_an_outline_row_can_be_selected_by_its_stable_id(suite) -> None:

@@ -96,11 +96,23 @@ def _check(entry: dict, run: inprocess.InProcessRun, selected: set[str], exact: 
         assert not unexpected, f"{entry['name']} also failed {sorted(unexpected)}"
 
 
+# A blind red team's mutant must stay caught by one of the scenarios it failed when measured; a sample of
+# them shows that as well as all of them would, at a fraction of the time (some failed fifty).
+REDTEAM_SAMPLE = 4
+
+
+def _scenarios_to_run(entry: dict) -> tuple[str, ...]:
+    fails = sorted(entry.get("fails", []))
+    if entry["catalogue"].startswith("redteam-") and len(fails) > REDTEAM_SAMPLE:
+        return tuple(sorted(set(fails[:REDTEAM_SAMPLE]) | set(entry.get("passes", []))))
+    return tuple(sorted(_named(entry)))
+
+
 @pytest.mark.parametrize("entry", ENTRIES, ids=[e["name"] for e in ENTRIES])
 def test_each_variant_fails_and_passes_exactly_its_scenarios(entry, request, tmp_path) -> None:
     """The scenarios the catalogue names, against the variant served in this process; --strict, so a
     SHOULD scenario the variant breaks fails the run too."""
-    scenarios = tuple(sorted(_named(entry)))
+    scenarios = _scenarios_to_run(entry)
     with contextlib.ExitStack() as stack:
         provider = _provider(entry, request, stack)
         if entry.get("refused_at_handshake"):  # so broken the run cannot start: exit 2, naming why
