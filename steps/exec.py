@@ -240,19 +240,19 @@ def _(world: World, command: str) -> None:
     world.run(command, stdin=b"x" * (1 << 20), timeout_s=10.0)
 
 
-@when(parsers.re(r"I run `(?P<command>.+)` with a timeout of (?P<seconds>\d+) seconds?$"))
-def _(world: World, command: str, seconds: str) -> None:
-    world.common.command_timeout_s = float(seconds)
-    started = time.monotonic()
-    world.run(command, timeout_s=float(seconds))
-    world.common.command_answered_after_s = time.monotonic() - started
 
 
 def _timed(world: World, command: str, seconds: float, **options: Any) -> None:
+    """Run ``command`` with a timeout, noting the timeout and how long the answer took."""
     world.common.command_timeout_s = seconds
     started = time.monotonic()
     world.run(command, timeout_s=seconds, **options)
     world.common.command_answered_after_s = time.monotonic() - started
+
+
+@when(parsers.re(r"I run `(?P<command>.+)` with a timeout of (?P<seconds>\d+) seconds?$"))
+def _(world: World, command: str, seconds: str) -> None:
+    _timed(world, command, float(seconds))
 
 
 @when(parsers.re(r"I run `(?P<command>.+)` with a megabyte of the letter x as its stdin and a timeout of "

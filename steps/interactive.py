@@ -47,9 +47,10 @@ def _(world: World, command: str) -> None:
     world.interactive.process_id = processes.open(_sandbox_id(world), command, process_id=process_id)
 
 
-def _read_process(world: World, size: int) -> bytes:
-    """Read the process's output until ``size`` bytes have come (or its output ends)."""
-    process_id = _process(world)
+def _read_process(world: World, size: int, process_id: str | None = None) -> bytes:
+    """Read the process's output (the scenario's process unless another is named) until ``size`` bytes have
+    come, or its output ends."""
+    process_id = process_id or _process(world)
     data = b""
     deadline = time.monotonic() + OUTPUT_S
     while len(data) < size:
@@ -374,13 +375,7 @@ def _(world: World) -> None:
     second = world.require(world.interactive.second_process_id, "second stdio process")
     sent = (world.token("conformance-line") + "\n").encode()
     world.processes("write to a stdio process").write(second, sent)
-    data = b""
-    deadline = time.monotonic() + OUTPUT_S
-    while len(data) < len(sent) and time.monotonic() < deadline:
-        chunk = world.processes("read a stdio process's output").read(second, timeout_s=OUTPUT_S)
-        if chunk is None:
-            break
-        data += chunk
+    data = _read_process(world, len(sent), second)
     expect(data == sent, f"terminating one process ended another: the second gave {_preview(data)}")
 
 

@@ -7,7 +7,7 @@ import time
 
 from pytest_bdd import parsers, then, when
 
-from conformance.adapter import ExecRequest, SandboxRequest
+from conformance.adapter import ExecRequest, ProviderAdapter, SandboxRequest
 from conformance.errors import ProviderCallError, ProviderViolation
 
 from ._shared import Attempt, World, attempt, expect, fresh_provider, raw_channel
@@ -56,19 +56,25 @@ def _(world: World) -> None:
     world.last.expect_success("shutdown")
 
 
+def _sandbox_on_fresh_provider(world: World) -> tuple[ProviderAdapter, str]:
+    """The freshly started provider (its exit watched on the raw channel) and a new sandbox of it, deleted by
+    the scenario's cleanup."""
+    raw_channel(world)
+    fresh = fresh_provider(world)
+    return fresh, fresh.create(SandboxRequest()).id
+
+
 @when(parsers.parse("a command that sleeps for {seconds:d} seconds is running on that provider"))
 def _(world: World, seconds: int) -> None:
     """Work in flight when the input ends: the exit must not wait for it (its sandbox is the fresh
     provider's, deleted by the scenario's cleanup)."""
-    raw_channel(world)
-    fresh = fresh_provider(world)
-    sandbox = fresh.create(SandboxRequest())
+    fresh, sandbox_id = _sandbox_on_fresh_provider(world)
     started = threading.Event()
 
     def run() -> None:
         started.set()
         try:
-            fresh.exec(sandbox.id, ExecRequest(f"sleep {seconds}", timeout_s=seconds + 30.0))
+            fresh.exec(sandbox_id, ExecRequest(f"sleep {seconds}", timeout_s=seconds + 30.0))
         except (ProviderViolation, ProviderCallError):
             pass  # the provider ends while it runs: that is the point
 
@@ -79,29 +85,23 @@ def _(world: World, seconds: int) -> None:
 
 @when(parsers.parse("a streamed command that sleeps for {seconds:d} seconds is running on that provider"))
 def _(world: World, seconds: int) -> None:
-    raw_channel(world)
-    fresh = fresh_provider(world)
-    sandbox = fresh.create(SandboxRequest())
-    world.streams("streaming exec", fresh).start_exec(sandbox.id, ExecRequest(f"sleep {seconds}",
+    fresh, sandbox_id = _sandbox_on_fresh_provider(world)
+    world.streams("streaming exec", fresh).start_exec(sandbox_id, ExecRequest(f"sleep {seconds}",
                                                                               timeout_s=seconds + 30.0))
     time.sleep(0.3)  # the request is on the wire and the command has begun
 
 
 @when("a stdio process waiting for its input is open on that provider")
 def _(world: World) -> None:
-    raw_channel(world)
-    fresh = fresh_provider(world)
-    sandbox = fresh.create(SandboxRequest())
-    world.facet("processes", "open a stdio process", fresh).open(sandbox.id, "cat",
+    fresh, sandbox_id = _sandbox_on_fresh_provider(world)
+    world.facet("processes", "open a stdio process", fresh).open(sandbox_id, "cat",
                                                                  process_id=world.token("conformance-stdio"))
 
 
 @when("a terminal is open on that provider")
 def _(world: World) -> None:
-    raw_channel(world)
-    fresh = fresh_provider(world)
-    sandbox = fresh.create(SandboxRequest())
-    world.facet("terminals", "open a terminal", fresh).open(sandbox.id, pty_id=world.token("conformance-pty"))
+    fresh, sandbox_id = _sandbox_on_fresh_provider(world)
+    world.facet("terminals", "open a terminal", fresh).open(sandbox_id, pty_id=world.token("conformance-pty"))
 
 
 @when("the host closes the provider's input")

@@ -14,6 +14,7 @@ from conformance.reference.host_backend import BackendError, HostBackend, HostSa
 from conformance.reference.host_plugin import HostPlugin, application_error, b64
 from conformance.reference.sanitize import BEL, Sanitizer
 from tests.mutants import mutant
+from tests.redteam.seams import BackendPlugin, sanitizing_backend
 
 # -- the Bash contract ---------------------------------------------------------------------------
 
@@ -264,13 +265,7 @@ class RelativeWorkingDirFromPluginCwd(HostPlugin):
 
 
 def _with_sanitizer(sanitizer: type[Sanitizer]) -> type[HostPlugin]:
-    backend = type(f"_Backend_{sanitizer.__name__}", (HostBackend,), {"sanitizer_class": sanitizer})
-
-    class Plugin(HostPlugin):
-        def make_backend(self) -> HostBackend:
-            return backend(environ=self.environ)
-
-    return Plugin
+    return type(f"_Plugin_{sanitizer.__name__}", (BackendPlugin,), {"backend_class": sanitizing_backend(sanitizer)})
 
 
 class _DcsAsTwoByteEscape(Sanitizer):

@@ -27,6 +27,7 @@ from conformance.reference.host_plugin import (
 from conformance.reference.sanitize import sanitize
 from conformance.reference.stdio_server import RpcFailure
 from tests.redteam import redteam
+from tests.redteam.seams import EventsPlugin as _EventsPlugin
 
 # ---------------------------------------------------------------- handshake / capabilities (6)
 
@@ -655,14 +656,6 @@ class LogsLastLineDropped(_ProvisionFollow):
 
 
 # ---------------------------------------------------------------- events (6)
-
-
-class _EventsPlugin(HostPlugin):
-    event_source_class: type[EventSource] = EventSource
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.events = self.event_source_class(self.provider_kind, self.notify)
 
 
 class _FailedReusesSequence(EventSource):

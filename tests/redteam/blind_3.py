@@ -37,7 +37,6 @@ from conformance.reference.host_interactive import (
     STDERR_TAIL,
     LogStream,
     StdioProcess,
-    _encode,
 )
 from conformance.reference.host_plugin import (
     INVALID_PARAMS,
@@ -49,34 +48,7 @@ from conformance.reference.host_plugin import (
 from conformance.reference.sanitize import Sanitizer
 from conformance.reference.stdio_server import METHOD_NOT_FOUND, RpcFailure
 from tests.redteam import redteam
-
-
-class _BackendPlugin(HostPlugin):
-    """A plugin over a mutated backend (``backend_class``)."""
-
-    backend_class: type[HostBackend] = HostBackend
-
-    def make_backend(self) -> HostBackend:
-        return self.backend_class(environ=self.environ)
-
-
-class _EventsPlugin(HostPlugin):
-    """A plugin whose event source is ``event_source_class``."""
-
-    event_source_class: type[EventSource] = EventSource
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.events = self.event_source_class(self.provider_kind, self.notify)
-
-
-class _OperationSource(EventSource):
-    """An event source whose operations are ``operation_class``."""
-
-    operation_class: type[Operation] = Operation
-
-    def operation(self, route: dict[str, Any] | None, action: str, subject: dict[str, Any]) -> Operation:
-        return self.operation_class(self, route, action, subject)
+from tests.redteam.seams import BackendPlugin as _BackendPlugin, EventsPlugin as _EventsPlugin, OperationSource as _OperationSource
 
 
 class _StreamSeams(HostPlugin):

@@ -45,25 +45,7 @@ from conformance.reference.host_plugin import (
 from conformance.reference.sanitize import ESC, Sanitizer
 from conformance.reference.stdio_server import METHOD_NOT_FOUND, NoAnswer, RpcFailure
 from tests.redteam import redteam
-
-
-class _BackendPlugin(HostPlugin):
-    """A plugin over a mutated backend (``backend_class``)."""
-
-    backend_class: type[HostBackend] = HostBackend
-
-    def make_backend(self) -> HostBackend:
-        return self.backend_class(environ=self.environ)
-
-
-class _EventsPlugin(HostPlugin):
-    """A plugin whose event source is ``event_source_class``."""
-
-    event_source_class: type[EventSource] = EventSource
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.events = self.event_source_class(self.provider_kind, self.notify)
+from tests.redteam.seams import BackendPlugin as _BackendPlugin, EventsPlugin as _EventsPlugin
 
 
 def _sanitizing(sanitizer: type[Sanitizer]) -> type[HostPlugin]:

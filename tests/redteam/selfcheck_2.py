@@ -7,143 +7,31 @@ reference plugin must pass it and the mutant must fail it.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import re
 import subprocess
 import sys
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable
+from typing import Callable
 
-PY = sys.executable
-HONEST = [PY, "-m", "conformance.reference.host_plugin"]
-INIT = b'{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocol_version":1}}\n'
-
-
-def mutant_cmd(name: str) -> list[str]:
-    return [PY, "-m", "tests.redteam.serve", name]
-
-
-class Client:
-    def __init__(self, cmd: list[str]) -> None:
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-        self.log: list[dict[str, Any]] = []
-        self.cond = threading.Condition()
-        self.next_id = 10
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            try:
-                msg = json.loads(line)
-            except ValueError:
-                msg = {"unparsable": line.decode("utf-8", "replace")}
-            with self.cond:
-                self.log.append(msg)
-                self.cond.notify_all()
-
-    def raw(self, data: bytes) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(data)
-        self.proc.stdin.flush()
-
-    def send(self, method: str, params: Any = None, request_id: int | None = None) -> int:
-        if request_id is None:
-            request_id = self.next_id
-            self.next_id += 1
-        msg = {"jsonrpc": "2.0", "id": request_id, "method": method}
-        if params is not None:
-            msg["params"] = params
-        self.raw(json.dumps(msg).encode() + b"\n")
-        return request_id
-
-    def wait_for(self, pred: Callable[[dict[str, Any]], bool], timeout: float = 10.0) -> tuple[int, dict] | None:
-        deadline = time.monotonic() + timeout
-        with self.cond:
-            while True:
-                for i, msg in enumerate(self.log):
-                    if pred(msg):
-                        return i, msg
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    return None
-                self.cond.wait(left)
-
-    def response(self, request_id: int, timeout: float = 10.0) -> dict[str, Any] | None:
-        found = self.wait_for(lambda m: "method" not in m and m.get("id") == request_id, timeout)
-        return found[1] if found else None
-
-    def call(self, method: str, params: Any = None, timeout: float = 10.0) -> dict[str, Any] | None:
-        return self.response(self.send(method, params), timeout)
-
-    def before(self, request_id: int) -> list[dict[str, Any]]:
-        """Notifications that arrived before the response to ``request_id``."""
-        found = self.wait_for(lambda m: "method" not in m and m.get("id") == request_id, 10)
-        end = found[0] if found else len(self.log)
-        return [m for m in self.log[:end] if "method" in m]
-
-    def init(self) -> dict[str, Any] | None:
-        return self.call("initialize", {"protocol_version": 1})
-
-    def create(self, **spec: Any) -> dict[str, Any]:
-        events = spec.pop("events", None)
-        params: dict[str, Any] = {"spec": {"source": "host_directory", **spec}}
-        if events:
-            params["events"] = events
-        return self.call("sandbox/create", params)["result"]
-
-    def close(self) -> None:
-        try:
-            self.proc.stdin.close()
-        except OSError:
-            pass
-        try:
-            self.proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-
-
-def err(resp: dict | None) -> dict:
-    return (resp or {}).get("error") or {}
-
-
-def kind(resp: dict | None) -> str | None:
-    return ((err(resp).get("data") or {}).get("report") or {}).get("kind")
-
-
-def ok(resp: dict | None) -> bool:
-    return resp is not None and "result" in resp
-
-
-def d64(text: str | None) -> bytes:
-    return base64.b64decode(text or "")
-
-
-def e64(data: bytes) -> str:
-    return base64.b64encode(data).decode()
-
-
-def run(cl: Client, sid: str, command: str, **spec: Any) -> dict:
-    return cl.call("exec/run", {"sandbox_id": sid, "spec": {"command": command, "env": spec.pop("env", {}), **spec}})
-
-
-def stream(cl: Client, sid: str, command: str, limit: int | None = None, **spec: Any) -> tuple[dict, list[dict]]:
-    params: dict[str, Any] = {"sandbox_id": sid, "exec_id": "x1", "spec": {"command": command, "env": {}, **spec}}
-    if limit is not None:
-        params["retained_output_limit"] = limit
-    rid = cl.send("exec/stream", params)
-    resp = cl.response(rid, 20)
-    time.sleep(0.3)
-    outputs_before = [m for m in cl.before(rid) if m["method"] == "exec/output"]
-    return resp, outputs_before
-
-
-def sid_of(info: dict) -> str:
-    return info["status"]["id"]
+# The client and helpers every self-check shares.
+from tests.redteam.selfcheck_client import (  # noqa: F401 -- re-exported for the later self-checks
+    Client,
+    HONEST,
+    INIT,
+    PY,
+    d64,
+    e64,
+    err,
+    kind,
+    mutant_cmd,
+    ok,
+    run,
+    sid_of,
+    stream,
+)
 
 
 # ---------------------------------------------------------------- checks: True = conforming
