@@ -33,7 +33,7 @@ images: setup
 	$(BIN)/python -m conformance.reference.images all
 
 test: setup
-	$(BIN)/pytest -n $(WORKERS)
+	$(BIN)/pytest -n $(WORKERS) --durations=15
 
 wheel: setup
 	$(BIN)/python -m build --wheel --outdir dist
