@@ -35,6 +35,11 @@ Feature: Running commands
     When I run `test "${CONFORMANCE_EMPTY+set}" = set && printf 'set:(%s)' "$CONFORMANCE_EMPTY"` with the variable CONFORMANCE_EMPTY set to an empty value
     Then stdout is exactly "set:()"
 
+  @id:exec-env-value-verbatim @req:SDP1-S02 @req:SKETCH-005 @req:REST-002 @must
+  Scenario: A variable's value reaches the command byte for byte, whatever shell syntax it holds
+    When I run `printf '%s' "$CONFORMANCE_VERBATIM"` with the variable CONFORMANCE_VERBATIM set to a value full of shell syntax
+    Then stdout is exactly that generated value
+
   @id:exec-env-over-sandbox-env @req:SDP1-S02 @must
   Scenario: A variable given with the command wins over the sandbox's own value of it
     Given a sandbox created with the variable CONFORMANCE_LAYER set to "sandbox"
@@ -123,7 +128,10 @@ Feature: Running commands
       | strip_ansi   | red BEL SOH LF                  |
       | strip_all    | red LF                          |
 
-  # Every family of escape sequence, each form of its ending, and the controls strip_all keeps (TAB, LF, CR).
+  # Every family of escape sequence (CSI with its parameter and intermediate bytes, OSC, DCS/SOS/PM/APC strings,
+  # ESC with intermediates such as a character set designation, two-byte escapes such as ESC =), each form of its
+  # ending, the controls strip_all keeps (TAB, LF, CR), and UTF-8 text: the lead byte 0xC2 of the degree, plus-minus,
+  # micro and copyright signs introduces no C1 control, and the Arabic semicolon's byte 0x9B is no CSI.
   @id:sanitization-families @req:SDP1-069 @req:SDP1-070 @must @dialect:sandbox-driver-v1
   Scenario Outline: Output sanitization <mode> removes <what>
     When I run a command that writes the bytes "<written>" with output sanitization <mode>
@@ -144,11 +152,27 @@ Feature: Running commands
       | strip_all no CR, TAB or LF | no CR, TAB or LF | strip_all | a CR LF b TAB c | a CR LF b TAB c |
       | strip_all only the other controls | only the other controls | strip_all | a VT b FF c BEL d | a b c d |
       | strip_ansi no standalone control | no standalone control | strip_ansi | a VT b FF c CR LF d | a VT b FF c CR LF d |
+      | strip_ansi a CSI sequence with an intermediate byte | a CSI sequence with an intermediate byte | strip_ansi | a ESC [2 SP q b | a b |
+      | strip_all a CSI sequence with an intermediate byte | a CSI sequence with an intermediate byte | strip_all | a ESC [2 SP q b | a b |
+      | strip_ansi a character set designation | a character set designation | strip_ansi | a ESC (B b ESC )0 c | a b c |
+      | strip_all a character set designation | a character set designation | strip_all | a ESC (B b ESC )0 c | a b c |
+      | strip_ansi the two-byte keypad escapes | the two-byte keypad escapes | strip_ansi | a ESC = b ESC > c | a b c |
+      | strip_all the two-byte keypad escapes | the two-byte keypad escapes | strip_all | a ESC = b ESC > c | a b c |
+      | strip_ansi SOS, PM and APC strings | SOS, PM and APC strings | strip_ansi | a ESC Xsos ST b ESC ^pm ST c ESC _apc ST d | a b c d |
+      | strip_all SOS, PM and APC strings | SOS, PM and APC strings | strip_all | a ESC Xsos ST b ESC ^pm ST c ESC _apc ST d | a b c d |
+      | strip_ansi nothing of UTF-8 text | nothing of UTF-8 text | strip_ansi | 20° ±1 µs © ؛ | 20° ±1 µs © ؛ |
+      | strip_all nothing of UTF-8 text | nothing of UTF-8 text | strip_all | 20° ±1 µs © ؛ | 20° ±1 µs © ؛ |
 
   @id:exec-stdin @req:SDP1-075 @cap:exec.stdin @req:SKETCH-013 @must
   Scenario: The bytes given as stdin reach the command, followed by end of file
     When I run `od -An -v -tx1 | tr -d ' \n'` with every byte value from 0 to 255 as its stdin
     Then stdout is every byte value from 0 to 255, in order, as hex
+
+  @id:exec-stdin-empty @req:SDP1-075 @cap:exec.stdin @req:SKETCH-013 @must
+  Scenario: An empty stdin is an immediate end of file
+    When I run `cat; printf 'saw end of file'` with an empty stdin and a timeout of 5 seconds
+    Then the command ran and exited with code 0
+    And stdout is exactly "saw end of file"
 
   @id:exec-stdin-large @req:SDP1-075 @cap:exec.stdin @req:SKETCH-013 @must
   Scenario: Stdin far larger than a pipe's buffer reaches the command whole

@@ -39,6 +39,19 @@ def _(world: World, command: str, name: str) -> None:
     world.run(command, env={name: value})
 
 
+# Quotes of both kinds, expansions, a command substitution, backslashes, a glob, history and comment characters,
+# a tab and a newline: a provider that splices the value into shell source instead of the environment alters it.
+SHELL_SYNTAX_VALUE = "it's \"quoted\" $HOME ${USER:-nobody} `id` $(id) \\n back\\\\slash; * ! # %s\ttab\nline two"
+
+
+@when(parsers.re(r"I run `(?P<command>.+)` with the variable (?P<name>[A-Za-z_][A-Za-z0-9_]*) set to a value full of "
+                 r"shell syntax$"))
+def _(world: World, command: str, name: str) -> None:
+    value = f"{world.faker.word()} {SHELL_SYNTAX_VALUE}"
+    world.commands.generated_value = value
+    world.run(command, env={name: value})
+
+
 @when(parsers.re(r"I run `(?P<command>.+)` with the variable (?P<name>[A-Za-z_][A-Za-z0-9_]*) set to an empty value$"))
 def _(world: World, command: str, name: str) -> None:
     world.run(command, env={name: ""})
@@ -151,14 +164,14 @@ def _(world: World) -> None:
 # -- spelling bytes in Gherkin --------------------------------------------------------------------
 
 CONTROL_NAMES = {"NUL": b"\x00", "SOH": b"\x01", "BEL": b"\x07", "TAB": b"\x09", "LF": b"\x0a", "VT": b"\x0b",
-                 "FF": b"\x0c", "CR": b"\x0d", "ESC": b"\x1b",
+                 "FF": b"\x0c", "CR": b"\x0d", "ESC": b"\x1b", "SP": b" ",
                  # the string terminator, and the C1 introducers CSI and OSC as UTF-8 encodes them (U+009B, U+009D)
                  "ST": b"\x1b\\", "C1CSI": b"\xc2\x9b", "C1OSC": b"\xc2\x9d"}
 
 
 def spelled_bytes(spelled: str) -> bytes:
-    """Bytes spelled as space-separated tokens: control names (ESC, BEL, SOH, LF, ST, C1CSI, ...) stand for
-    those bytes, anything else for its UTF-8 text. ``ESC [31m red LF`` is ``b"\\x1b[31mred\\n"``."""
+    """Bytes spelled as space-separated tokens: control names (ESC, BEL, SOH, LF, ST, C1CSI, ...; SP is a space)
+    stand for those bytes, anything else for its UTF-8 text. ``ESC [31m red LF`` is ``b"\\x1b[31mred\\n"``."""
     return b"".join(CONTROL_NAMES.get(token, token.encode("utf-8")) for token in spelled.split())
 
 
@@ -259,6 +272,12 @@ def _(world: World, command: str, seconds: str) -> None:
                  r"(?P<seconds>\d+) seconds?$"))
 def _(world: World, command: str, seconds: str) -> None:
     _timed(world, command, float(seconds), stdin=b"x" * (1 << 20))
+
+
+@when(parsers.re(r"I run `(?P<command>.+)` with an empty stdin and a timeout of (?P<seconds>\d+) seconds?$"))
+def _(world: World, command: str, seconds: str) -> None:
+    # Zero bytes of stdin, then end of file: a provider that never closes the pipe leaves the command waiting.
+    _timed(world, command, float(seconds), stdin=b"")
 
 
 BACKGROUND_PID_FILE = "/tmp/conformance-background-{token}.pid"

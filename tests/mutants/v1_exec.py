@@ -100,6 +100,22 @@ class BashEnvHonoured(HostPlugin):
         return _BashEnvKeepingBackend(environ=self.environ)
 
 
+class _EnvInSourceBackend(HostBackend):
+    def start_process(self, sandbox: HostSandbox, command: str, env: Any, working_dir: str | None,
+                      stdin_piped: bool, argv: list[str] | None) -> subprocess.Popen[bytes]:
+        exports = "".join(f"{name}='{value}'; export {name}; " for name, value in env.items())
+        return super().start_process(sandbox, exports + command, {}, working_dir, stdin_piped, argv)
+
+
+@mutant("env-spliced-into-source")
+class EnvSplicedIntoSource(HostPlugin):
+    """Sets the command's variables by prefixing NAME='value'; export NAME; to its source, quoting each
+    value in single quotes without escaping them: a value holding a single quote arrives altered."""
+
+    def make_backend(self) -> HostBackend:
+        return _EnvInSourceBackend(environ=self.environ)
+
+
 # -- output ----------------------------------------------------------------------------------------
 
 
@@ -188,6 +204,21 @@ class _StrictStdinBackend(HostBackend):
             if not complete:
                 raise BackendError("io", "could not write the command's stdin: broken pipe", io_context="stdin")
         return run
+
+
+class _EmptyStdinLeftOpenBackend(HostBackend):
+    def feed_stdin(self, proc: subprocess.Popen[bytes], data: bytes) -> None:
+        if data:
+            super().feed_stdin(proc, data)
+        # zero bytes: nothing is written, and the pipe is left open
+
+
+@mutant("stdin-empty-left-open")
+class StdinEmptyLeftOpen(HostPlugin):
+    """Given an empty stdin_b64, pipes the command's stdin but never closes it: no end of file."""
+
+    def make_backend(self) -> HostBackend:
+        return _EmptyStdinLeftOpenBackend(environ=self.environ)
 
 
 @mutant("stdin-broken-pipe-error")
@@ -298,6 +329,42 @@ class _AnsiDropsControls(Sanitizer):
         super()._text_byte(byte, out)
 
 
+class _NfEscapeKept(Sanitizer):
+    def _step(self, byte: int, out: bytearray) -> None:
+        if self._state == "esc" and 0x20 <= byte <= 0x2F:
+            self._state = "text"  # ESC and an intermediate are kept as text, and the final byte with them
+            out.extend((0x1B, byte))
+            return
+        super()._step(byte, out)
+
+
+class _CsiEndsAtIntermediate(Sanitizer):
+    def _step(self, byte: int, out: bytearray) -> None:
+        if self._state == "csi" and 0x20 <= byte <= 0x2F:
+            self._state = "text"  # only parameter bytes are taken for part of a CSI
+            self._text_byte(byte, out)
+            return
+        super()._step(byte, out)
+
+
+class _FpEscapesKept(Sanitizer):
+    def _step(self, byte: int, out: bytearray) -> None:
+        if self._state == "esc" and 0x30 <= byte <= 0x3F:
+            self._state = "text"  # ESC 7, ESC 8, ESC =, ESC > ... are not recognised
+            out.extend((0x1B, byte))
+            return
+        super()._step(byte, out)
+
+
+class _C2AlwaysC1(Sanitizer):
+    def _step(self, byte: int, out: bytearray) -> None:
+        if self._state == "c2" and not 0x80 <= byte <= 0x9F:
+            self._state = "text"  # the lead byte 0xC2 is dropped as if a C1 control had followed
+            self._step(byte, out)
+            return
+        super()._step(byte, out)
+
+
 mutant("sanitize-dcs-body-kept")(type("SanitizeDcsBodyKept", (_with_sanitizer(_DcsAsTwoByteEscape),), {
     "__doc__": "Reads ESC P (and SOS, PM, APC) as a two-byte escape: the string's body is kept."}))
 mutant("sanitize-osc-bel-ignored")(type("SanitizeOscBelIgnored", (_with_sanitizer(_OscEndsOnlyAtSt),), {
@@ -306,3 +373,12 @@ mutant("sanitize-strip-all-keeps-vt-ff")(type("SanitizeStripAllKeepsVtFf", (_wit
     "__doc__": "strip_all keeps VT and FF, which are neither TAB, LF nor CR."}))
 mutant("sanitize-ansi-drops-controls")(type("SanitizeAnsiDropsControls", (_with_sanitizer(_AnsiDropsControls),), {
     "__doc__": "strip_ansi removes standalone control characters, which only strip_all removes."}))
+mutant("sanitize-nf-escape-kept")(type("SanitizeNfEscapeKept", (_with_sanitizer(_NfEscapeKept),), {
+    "__doc__": "Does not recognise ESC followed by intermediates (a character set designation such as ESC ( B)."}))
+mutant("sanitize-csi-ends-at-intermediate")(type("SanitizeCsiEndsAtIntermediate",
+                                                 (_with_sanitizer(_CsiEndsAtIntermediate),), {
+    "__doc__": "Ends a CSI at an intermediate byte (ESC [2 SP q): the intermediate and final byte leak."}))
+mutant("sanitize-fp-escapes-kept")(type("SanitizeFpEscapesKept", (_with_sanitizer(_FpEscapesKept),), {
+    "__doc__": "Keeps the two-byte private escapes ESC 0 .. ESC ? (keypad modes ESC = and ESC >)."}))
+mutant("sanitize-c2-lead-dropped")(type("SanitizeC2LeadDropped", (_with_sanitizer(_C2AlwaysC1),), {
+    "__doc__": "Drops the UTF-8 lead byte 0xC2 of ordinary text (degree sign, plus-minus ...)."}))
