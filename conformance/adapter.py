@@ -351,6 +351,7 @@ class SnapshotRef(OperationResult):
 class SnapshotInfo(OperationResult):
     id: str | None = None
     state: str | None = None
+    regions: tuple[str, ...] | None = None  # where the snapshot is available; None: the answer names none
 
 
 @dataclass(frozen=True, repr=False)

@@ -22,6 +22,7 @@ Feature: Control-plane events
       | attach to a sandbox    |
       | delete a sandbox       |
       | undelete a sandbox     |
+      | delete a snapshot      |
 
   @id:events-failed-operation @req:SDP1-114 @must
   Scenario: An operation that fails after reporting its start reports exactly one operation_failed
@@ -60,12 +61,24 @@ Feature: Control-plane events
     And I delete the sandbox asking for events
     Then each operation's terminal event arrived before its answer
 
+  # Operations that do not ask for events get none, so they use up no numbers either: what a source
+  # numbers is what it sends.
   @id:events-sequence @req:SDP1-113 @must
-  Scenario: A new event source numbers its events from 1, up by exactly one
+  Scenario: A new event source numbers its events from 1, up by exactly one, whatever operations ran between
     When I create a sandbox asking for events
+    And I create and delete another sandbox without asking for events
     And I attach to the sandbox asking for events
     And I delete the sandbox asking for events
     Then the events of each source are numbered from 1, up by exactly one per event
+
+  # A handle's later operations (stop, start) may be reported on the route of its create (early v1) or not
+  # at all; however they are reported, each is an operation of its own, with an operation id of its own.
+  @id:events-operation-ids-distinct @req:SDP1-114 @must
+  Scenario: Every operation has an operation id of its own, even when several are reported on one route
+    When I create a sandbox asking for events
+    And I stop that sandbox and start it again
+    And I delete the sandbox asking for events
+    Then each operation id belongs to exactly one operation: one operation_started and one terminal event
 
   @id:events-ordered @req:SDP1-117 @must
   Scenario: Events are delivered in order

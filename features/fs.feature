@@ -141,17 +141,18 @@ Feature: Files in the sandbox
     Then "workbench" exists
     And the metadata of "workbench" says it is a directory
 
+  # Hidden entries (names starting with a dot) are entries like any other: a listing is not a shell glob.
   @id:fs-list-dir-depth @req:SDP1-S10 @req:SDP1-086 @req:SKETCH-013 @must
-  Scenario Outline: A listing goes as many levels deep as asked, with paths relative to the listed directory
-    Given a directory "tree" holding the files "top.txt", "sub/inner.txt" and "sub/deeper/deepest.txt"
+  Scenario Outline: A listing goes as many levels deep as asked, hidden entries included, with paths relative to the listed directory
+    Given a directory "tree" holding the files "top.txt", ".hidden", "sub/inner.txt" and "sub/deeper/deepest.txt"
     When I list "tree" to depth <depth>
     Then the listing holds exactly <entries>
     And every listed entry has the kind of what was written there
 
     Examples:
-      | depth | entries                                            |
-      | 1     | "top.txt" and "sub"                                |
-      | 2     | "top.txt", "sub", "sub/inner.txt" and "sub/deeper" |
+      | depth | entries                                                       |
+      | 1     | "top.txt", ".hidden" and "sub"                                |
+      | 2     | "top.txt", ".hidden", "sub", "sub/inner.txt" and "sub/deeper" |
 
   @id:fs-list-dir-symlink @req:SDP1-S19 @req:SKETCH-013 @should
   Scenario: A listing reports a symbolic link as a symlink, and does not descend through it
@@ -189,6 +190,17 @@ Feature: Files in the sandbox
     Then the deletion succeeds
     And "scratch" does not exist
 
+  # Like metadata and listings (SDP1-S19), a delete acts on the link itself: removing the directory a link
+  # points to, as `rm -rf link/` would, destroys files at paths the request never named.
+  @id:fs-delete-symlink-keeps-target @req:SDP1-S19 @req:SKETCH-013 @should
+  Scenario: A recursive delete of a symbolic link to a directory removes the link and leaves the directory
+    Given a file "linked/target-dir/inside.txt" holding generated text
+    And a command has made "linked/dir-link" a symbolic link to "target-dir"
+    When I delete the link "linked/dir-link" recursively
+    Then the deletion succeeds
+    And "linked/dir-link" does not exist
+    And reading "linked/target-dir/inside.txt" gives back exactly the bytes written
+
   @id:fs-delete-non-recursive-refuses @req:SDP1-S12 @req:SKETCH-013 @must
   Scenario: A delete that is not recursive refuses a directory that is not empty and leaves it in place
     Given a directory "keep" holding the files "a.txt" and "nested/b.txt"
@@ -212,3 +224,5 @@ Feature: Files in the sandbox
     And a command has set the permissions of "secret.txt" to 644
     When I set the permissions of "secret.txt" to 600
     Then the metadata of "secret.txt" gives a numeric mode with the permission bits 600
+    When I set the permissions of "secret.txt" to 777
+    Then the metadata of "secret.txt" gives a numeric mode with the permission bits 777

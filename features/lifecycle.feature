@@ -351,6 +351,20 @@ Feature: Sandbox lifecycle
       | sandbox_kind |
       | resources    |
 
+  # Region is an optional field of a snapshot's spec (v1 section 8.6). Like any setting of a spec, it is honoured
+  # (the snapshot lists the region among its regions) or refused as invalid_spec naming it, never dropped.
+  @id:snapshot-region-honoured-or-refused @req:SDP1-051 @must @cap:snapshots @cap:snapshots.filesystem
+  Scenario: A snapshot asked for in a region is made there, or refused as invalid_spec naming region
+    Given a sandbox
+    When I create a snapshot of the sandbox asking for a generated region
+    Then the snapshot lists that region among its regions, unless the request was refused as invalid_spec naming region
+
+  @id:snapshot-spaced-name @req:SDP1-038 @must @cap:snapshots @cap:snapshots.filesystem
+  Scenario: A snapshot named with spaces and accented letters gets an id free of whitespace
+    Given a sandbox
+    When I create a snapshot of the sandbox named with spaces and accented letters
+    Then the snapshot's id is free of whitespace and control characters, unless the name was refused as invalid_spec naming name
+
   @id:snapshot-activation-gated @req:SDP1-029 @req:SKETCH-013 @must @cap:snapshots @cap:snapshots.filesystem
   Scenario: Deactivating a snapshot needs snapshots.activation
     Given a sandbox

@@ -111,6 +111,28 @@ def _(world: World) -> None:
     operations.invoke("undelete", world.require_sandbox().id, events=route)
 
 
+@when("I delete a snapshot asking for events")
+def _(world: World, request: pytest.FixtureRequest) -> None:
+    fresh = fresh_provider(world)
+    for needed in ("snapshots", "snapshots.filesystem"):
+        if not fresh.capabilities.declares(needed):
+            raise CapabilityNotDeclared(needed)
+    operations = world.facet("operations", "delete a snapshot", fresh)
+    _create_plain(world)
+    snapshot = operations.invoke("create a snapshot", world.require_sandbox().id)
+    request.addfinalizer(lambda: operations.invoke("delete a snapshot", None, snapshot_id=snapshot.id))
+    route = _new_route(world, "delete")
+    operations.invoke("delete a snapshot", None, snapshot_id=snapshot.id, events=route)
+
+
+@when("I stop that sandbox and start it again")
+def _(world: World) -> None:
+    fresh = fresh_provider(world)
+    sandbox_id = world.require_sandbox().id
+    fresh.stop(sandbox_id)
+    fresh.start(sandbox_id)
+
+
 @when("I archive that sandbox and start it again")
 def _(world: World) -> None:
     fresh = fresh_provider(world)
@@ -341,6 +363,26 @@ def _(world: World) -> None:
         expect(sorted(sequences) == expected,
                f"the events of source {source!r} carry sequence numbers {sorted(sequences)}; a new source numbers "
                f"its events {expected}")
+
+
+@then("each operation id belongs to exactly one operation: one operation_started and one terminal event")
+def _(world: World) -> None:
+    time.sleep(QUIET_S)  # events of the later operations, if the provider reports them on the create's route
+    received = _all_received(world)
+    by_operation: dict[Any, list[ReceivedEvent]] = defaultdict(list)
+    for event in received:
+        if event.type and event.type.startswith("operation_"):
+            by_operation[event.event.get("operation_id")].append(event)
+    expect(len(by_operation) >= 2, f"the create and the delete both asked for events, but the events name "
+                                   f"{len(by_operation)} operation id(s): {_describe(received)}")
+    for operation_id, events in by_operation.items():
+        started = [e for e in events if e.type == "operation_started"]
+        terminal = [e for e in events if e.type in TERMINAL]
+        actions = sorted({str(e.action) for e in events})
+        expect(len(started) == 1 and len(terminal) == 1,
+               f"operation id {operation_id!r} carries {len(started)} operation_started and {len(terminal)} terminal "
+               f"events (actions {actions}); an operation id names one operation, so each operation reported "
+               f"needs an id of its own: {_describe(events)}")
 
 
 @then("the events arrived in the order of their sequence numbers, each operation's start before its end")

@@ -446,11 +446,11 @@ def _(world: World, path: str) -> None:
     world.last = attempt(lambda: world.files("delete a path").delete_path(sandbox.id, path, recursive=False))
 
 
-@when(parsers.re(r'I delete the directory "(?P<path>[^"]+)" (?P<how>recursively|without recursion)$'))
-def _(world: World, path: str, how: str) -> None:
+@when(parsers.re(r'I delete the (?P<what>directory|link) "(?P<path>[^"]+)" (?P<how>recursively|without recursion)$'))
+def _(world: World, what: str, path: str, how: str) -> None:
     sandbox = world.require_sandbox()
     recursive = how == "recursively"
-    world.fs.deletion = f"deleting the directory {path!r} with recursive {str(recursive).lower()}"
+    world.fs.deletion = f"deleting the {what} {path!r} with recursive {str(recursive).lower()}"
     world.last = attempt(lambda: world.files("delete a path").delete_path(sandbox.id, path, recursive=recursive))
 
 

@@ -593,6 +593,54 @@ def _(world: World, request: pytest.FixtureRequest) -> None:
     _forget_snapshot(world, request, answer.id)
 
 
+@when("I create a snapshot of the sandbox asking for a generated region")
+def _(world: World, request: pytest.FixtureRequest) -> None:
+    region = f"conformance-region-{world.faker.pystr(min_chars=6, max_chars=6).lower()}"
+    world.lifecycle.spec_asked = region
+    world.last = attempt(lambda: world.invoke("create a snapshot", world.require_sandbox().id,
+                                              name=world.token("conformance-snapshot"), region=region))
+    if world.last.error is None:
+        world.lifecycle.snapshot_id = world.last.answer.id
+        _forget_snapshot(world, request, world.last.answer.id)
+
+
+@then("the snapshot lists that region among its regions, unless the request was refused as invalid_spec naming "
+      "region")
+def _(world: World) -> None:
+    region = _spec_asked(world)
+    if world.last.error is not None:
+        _expect_refusal(world.last, f"a snapshot asking for region {region!r}", "invalid_spec", "region")
+        return
+    snapshot_id = _snapshot_id(world)
+    info = _invoke_ok(world, "get a snapshot", None, snapshot_id=snapshot_id)
+    expect(region in (info.regions or ()),
+           f"snapshot {snapshot_id!r} was asked for in region {region!r} and accepted, but its status lists the "
+           f"regions {info.regions!r}: a region that cannot be honoured is refused as invalid_spec naming region, "
+           f"never dropped ({info!r})")
+
+
+@when("I create a snapshot of the sandbox named with spaces and accented letters")
+def _(world: World, request: pytest.FixtureRequest) -> None:
+    world.lifecycle.name = f"Conformance {world.token('snapshot')} déjà vu"
+    world.last = attempt(lambda: world.invoke("create a snapshot", world.require_sandbox().id,
+                                              name=world.lifecycle.name))
+    if world.last.error is None and world.last.answer.id:
+        _forget_snapshot(world, request, world.last.answer.id)
+
+
+@then("the snapshot's id is free of whitespace and control characters, unless the name was refused as invalid_spec "
+      "naming name")
+def _(world: World) -> None:
+    name = world.require(world.lifecycle.name, "snapshot named with spaces")
+    if world.last.error is not None:
+        _expect_refusal(world.last, f"a snapshot named {name!r}", "invalid_spec", "name")
+        return
+    snapshot_id = world.last.answer.id
+    bad = [c for c in snapshot_id or "" if c.isspace() or unicodedata.category(c).startswith("C")]
+    expect(bool(snapshot_id) and not bad, f"a snapshot id must be non-empty and free of whitespace and control "
+                                          f"characters whatever the snapshot's name ({name!r}); it is {snapshot_id!r}")
+
+
 @when("I create two snapshots of the sandbox with different generated names")
 def _(world: World, request: pytest.FixtureRequest) -> None:
     ids, names = [], []

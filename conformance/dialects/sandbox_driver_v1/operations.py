@@ -37,7 +37,9 @@ def _text(value: Any) -> str | None:
 
 def _snapshot_status(status: Any) -> SnapshotInfo:
     status = _obj(status)
-    return SnapshotInfo(status, id=_text(status.get("id")), state=_text(status.get("state")))
+    regions = status.get("regions")
+    return SnapshotInfo(status, id=_text(status.get("id")), state=_text(status.get("state")),
+                        regions=tuple(r for r in regions if isinstance(r, str)) if isinstance(regions, list) else None)
 
 
 def _volume_status(status: Any) -> VolumeInfo:
@@ -55,7 +57,7 @@ def _snapshot_ref(result: Any) -> OperationResult:
 
 def _snapshot_get(result: Any) -> OperationResult:
     info = _snapshot_status(_obj(result).get("status"))
-    return SnapshotInfo(result, id=info.id, state=info.state)
+    return SnapshotInfo(result, id=info.id, state=info.state, regions=info.regions)
 
 
 def _snapshot_list(result: Any) -> OperationResult:
