@@ -70,6 +70,26 @@ Feature: Interactive processes, terminals and logs
     When I open a stdio process running `printf '%s' "$CONFORMANCE_STDIO"` with the variable CONFORMANCE_STDIO set to "for-the-process"
     Then the process's output is "for-the-process"
 
+  @id:stdio-sandbox-env @req:SDP1-051 @req:SDP1-023 @req:SKETCH-013 @must @cap:exec.stdio_process
+  Scenario: A stdio process gets the variables its sandbox was created with
+    Given a sandbox created with the variable CONFORMANCE_LAYER set to "sandbox"
+    When I open a stdio process running `printf '%s' "$CONFORMANCE_LAYER"`
+    Then the process's output is "sandbox"
+
+  @id:stdio-working-dir @req:SDP1-081 @req:SDP1-023 @req:SKETCH-013 @must @cap:exec.stdio_process
+  Scenario: A stdio process opened in a directory given relative to the sandbox's working directory starts there
+    Given a sandbox
+    When I open a stdio process running `pwd` in a new directory of the sandbox, given by its path relative to the sandbox's working directory
+    Then the process's output is that directory's absolute path, followed by a newline
+
+  @id:stdio-empty-input @req:SDP1-023 @req:SKETCH-013 @must @cap:exec.stdio_process
+  Scenario: Input of no bytes at all is not the end of a process's input
+    Given a sandbox
+    When I open a stdio process running `cat`
+    And I send the process an empty piece of input
+    And I send a generated line to the process
+    Then the process echoes that line
+
   @id:stdio-id-free-after-failed-open @req:SDP1-076 @req:SKETCH-013 @must @cap:exec.stdio_process
   Scenario: A process id whose open failed is free for the next open
     Given a sandbox
@@ -106,6 +126,12 @@ Feature: Interactive processes, terminals and logs
     When I open a stdio process running `head -c 20000 /dev/zero | tr '\0' e >&2; printf END-OF-STDERR >&2`
     Then waiting for the process reports a stderr tail that ends with "END-OF-STDERR"
 
+  @id:stdio-stderr-tail-verbatim @req:SDP1-023 @req:SKETCH-013 @must @cap:exec.stdio_process
+  Scenario: A short stderr comes back in the tail exactly as written, leading blanks and line ends included
+    Given a sandbox
+    When I open a stdio process running `printf '  indented\n\tlast line\n\n' >&2`
+    Then waiting for the process reports a stderr tail of exactly "  indented\n\tlast line\n\n"
+
   @id:stdio-terminate-group @req:SDP1-023 @req:SKETCH-013 @must @cap:exec.stdio_process
   Scenario: Terminating a process ends the commands it started too, so its output ends
     Given a sandbox
@@ -125,14 +151,15 @@ Feature: Interactive processes, terminals and logs
 
   @id:pty-echo-resize @req:SDP1-023 @req:SKETCH-013 @must @cap:pty @cap:pty.resize
   Scenario: A terminal opens at the size asked for, echoes what is typed, runs it, and follows a resize
+    # Sizes are 16-bit: more than 255 columns at the open, more than 255 rows at the resize.
     Given a sandbox
-    When I open a terminal of 37 rows and 111 columns
+    When I open a terminal of 37 rows and 300 columns
     And I type `stty size` into the terminal
     Then the terminal echoes what I typed
-    And the terminal reports its size as 37 rows and 111 columns
-    When I resize the terminal to 30 rows and 100 columns
+    And the terminal reports its size as 37 rows and 300 columns
+    When I resize the terminal to 300 rows and 100 columns
     And I type `stty size` into the terminal
-    Then the terminal reports its size as 30 rows and 100 columns
+    Then the terminal reports its size as 300 rows and 100 columns
 
   @id:pty-raw @req:SDP1-071 @req:SKETCH-013 @must @cap:pty
   Scenario: A terminal passes a program's escape sequences through unchanged
@@ -188,6 +215,13 @@ Feature: Interactive processes, terminals and logs
     And I type `printf 'term=%s\n' "$TERM"` into the terminal
     Then the terminal shows "term=dumb"
 
+  @id:pty-sandbox-env @req:SDP1-051 @req:SDP1-023 @req:SKETCH-013 @must @cap:pty
+  Scenario: A terminal's shell gets the variables its sandbox was created with
+    Given a sandbox created with the variable CONFORMANCE_LAYER set to "sandbox"
+    When I open a terminal of 24 rows and 80 columns
+    And I type `printf 'layer=%s\n' "$CONFORMANCE_LAYER"` into the terminal
+    Then the terminal shows "layer=sandbox"
+
   @id:pty-exit-ends-output @req:SDP1-023 @req:SKETCH-013 @must @cap:pty
   Scenario: Once a terminal's shell exits, reading the terminal reports the end of the session
     Given a sandbox
@@ -209,3 +243,20 @@ Feature: Interactive processes, terminals and logs
     And I cancel the follow
     Then the follow ends with an answer
     And every piece of log output arrived before the follow's answer
+
+  @id:logs-cancel-only-that-one @req:SDP1-079 @req:SDP1-023 @req:SKETCH-013 @must @cap:logs.entrypoint
+  Scenario: Cancelling one follow leaves another follow of the same log open
+    Given a sandbox
+    When I follow the sandbox's entrypoint log
+    And I follow the sandbox's entrypoint log a second time, with another stream id
+    And I cancel the follow
+    Then the follow ends with an answer
+    And the second follow is still open
+    When I cancel the second follow
+    Then the second follow ends with an answer
+
+  @id:logs-unknown-sandbox @req:SDP1-S17 @req:SKETCH-013 @must @cap:logs.entrypoint
+  Scenario: Following the log of a sandbox id that was never issued is refused as not_found
+    Given a provider
+    When I follow the entrypoint log of a sandbox id that was never issued
+    Then the follow is refused as not_found

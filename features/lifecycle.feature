@@ -120,6 +120,13 @@ Feature: Sandbox lifecycle
     Then the sandbox is described as running
     And every state reported along the way is one of the protocol's sandbox states
 
+  @id:stop-only-that-sandbox @req:SDP1-023 @req:SKETCH-013 @must @cap:lifecycle.stop
+  Scenario: Stopping a sandbox leaves a command running in another sandbox alone
+    Given a sandbox
+    When another sandbox is running `touch conformance-running; sleep 0.5; printf survived`, which has created conformance-running
+    And I stop the sandbox
+    Then the command in the other sandbox still ends normally, printing "survived"
+
   @id:pause-resume-continues @req:SDP1-023 @req:SKETCH-013 @must @cap:lifecycle.pause
   Scenario: A command that was running when the sandbox was paused carries on once it is resumed
     Given a sandbox

@@ -101,6 +101,13 @@ Feature: Streaming a command's output
     And I cancel it once it has started
     Then the stream answered a normal result with termination cancelled, at most 5 seconds after the cancel
 
+  # The command prints nothing before the cancel: an exec is cancellable from its start, not from its first output.
+  @id:stream-cancel-before-output @req:SDP1-074 @req:SDP1-023 @cap:exec.cancel @req:SKETCH-013 @must
+  Scenario: A stream cancelled before it has printed anything ends soon too, as cancelled
+    When I start streaming `touch conformance-running; sleep 10; printf finished`
+    And I cancel it once it has created conformance-running, before it has printed anything
+    Then the stream answered a normal result with termination cancelled, at most 5 seconds after the cancel
+
   @id:stream-cancel-only-that-one @req:SDP1-110 @req:SDP1-074 @cap:exec.cancel @req:SKETCH-013 @must
   Scenario: Cancelling one stream leaves another stream in the same sandbox running
     When I start streaming `printf started; sleep 10; printf finished`

@@ -221,6 +221,19 @@ def run_ok(world: World, sandbox_id: str, command: str) -> bytes:
     return outcome.stdout
 
 
+def await_file(world: World, sandbox_id: str, name: str, what: str, within_s: float = 5.0) -> None:
+    """Wait until ``name`` exists in the sandbox's working directory: how a scenario knows that a command
+    which prints nothing (or runs where its output cannot be watched) is running."""
+    deadline = time.monotonic() + within_s
+    while True:
+        outcome = world.provider.exec(sandbox_id, ExecRequest(command=f"test -e '{name}'"))
+        if outcome.outcome == "ran" and outcome.exit_code == 0:
+            return
+        expect(time.monotonic() < deadline, f"{what} should have created {name!r} in its sandbox within "
+                                            f"{within_s:.0f} s; it did not (the last check gave {outcome.describe()})")
+        time.sleep(0.05)
+
+
 def cleanup(request: pytest.FixtureRequest, call: Callable[[], Any]) -> None:
     """Undo something the ledger does not track (snapshots, volumes, undeleted sandboxes, terminals), even
     if the scenario fails; a failing cleanup is not the scenario's verdict."""

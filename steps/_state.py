@@ -159,6 +159,8 @@ class LifecycleState:
     # listing: the two generated labels, the second sandbox carrying only the first, the filter listed by
     labels: dict[str, str] | None = None
     other_sandbox: SandboxHandle | None = None
+    # a buffered command running on its own thread in the other sandbox
+    other_command: Background | None = None
     listing_filter: dict[str, str] | None = None
     # a second sandbox made from the first (fork, snapshot)
     new_sandbox: SandboxHandle | None = None
@@ -259,6 +261,9 @@ class InteractiveState:
     log_follow: RunningFollow | None = None
     log_source: str | None = None
     follow_answer: Attempt | None = None
+    # a second follow of the same log beside the first, and whether it had ended before the first's cancel
+    second_follow: RunningFollow | None = None
+    second_ended_before_cancel: bool = False
 
 
 @dataclass

@@ -13,7 +13,7 @@ from pytest_bdd import parsers, then, when
 from conformance.adapter import ExecRequest, RunningFollow
 from conformance.errors import ApplicationErrorAnswer, CallTimeout
 
-from ._shared import World, attempt, cleanup, expect
+from ._shared import World, attempt, cleanup, expect, unescape
 from ._state import Background
 
 PROMPT_S = 5.0  # how long a call that must not wait behind a long poll may take
@@ -331,6 +331,40 @@ def _(world: World, text: str, trimmed: str | None) -> None:
         data += chunk
     got = data.strip() if trimmed else data
     expect(got == text.encode(), f"the process's output should be {text!r}; it was {_preview(data)}")
+
+
+@when(parsers.re(r"I open a stdio process running `(?P<command>.+)` in a new directory of the sandbox, given by its path "
+                 r"relative to the sandbox's working directory$"))
+def _(world: World, command: str) -> None:
+    name = world.token("conformance-stdio-dir")
+    made = world.provider.exec(_sandbox_id(world), ExecRequest(f"mkdir -p -- '{name}'"))
+    expect(made.outcome == "ran" and made.exit_code == 0, f"could not create {name}: {made.describe()}")
+    world.interactive.directory = world.working_directory().rstrip("/") + "/" + name
+    world.interactive.process_id = world.processes("open a stdio process").open(
+        _sandbox_id(world), command, working_dir=name, process_id=world.token("conformance-stdio"))
+
+
+@then("the process's output is that directory's absolute path, followed by a newline")
+def _(world: World) -> None:
+    directory = world.require(world.interactive.directory, "stdio process opened in a directory")
+    expected = (directory + "\n").encode()
+    data = _read_process(world, len(expected) + 1)  # one byte more than expected: the output must end there
+    expect(data == expected, f"a process opened in {directory} (given relative to the sandbox's working directory) "
+                             f"should print {expected!r} from `pwd`; it printed {_preview(data)}")
+
+
+@when("I send the process an empty piece of input")
+def _(world: World) -> None:
+    world.processes("write to a stdio process").write(_process(world), b"")
+
+
+@then(parsers.re(r'waiting for the process reports a stderr tail of exactly "(?P<text>[^"]*)"$'))
+def _(world: World, text: str) -> None:
+    wanted = unescape(text).decode()
+    ended = world.processes("wait for a stdio process").wait(_process(world), timeout_s=OUTPUT_S)
+    tail = ended.stderr_tail or ""
+    expect(tail == wanted, f"a stderr this short fits the tail whole, as written: it should be {wanted!r}; it is "
+                           f"{tail!r} (the tail is the newest stderr bytes, blanks and line ends included)")
 
 
 @when("I open a stdio process in a directory that does not exist")
@@ -664,9 +698,69 @@ def _end_of_follow(world: World, within_s: float) -> None:
     answer.expect_success(f"the follow of the {world.interactive.log_source} log")
 
 
+@when(parsers.re(r"I follow the sandbox's (?P<source>provision|entrypoint) log a second time, with another stream id$"))
+def _(world: World, source: str) -> None:
+    world.interactive.second_follow = world.streams("follow logs").start_log_follow(
+        _sandbox_id(world), source, stream_id=world.token("conformance-logs"))
+    time.sleep(0.3)  # let the follow get under way before anything else happens to it
+
+
 @when("I cancel the follow")
 def _(world: World) -> None:
+    second = world.interactive.second_follow
+    world.interactive.second_ended_before_cancel = second is not None and second.done()
     world.streams("cancel a stream").cancel_stream(_log_follow(world).stream_id)
+
+
+@then("the second follow is still open")
+def _(world: World) -> None:
+    second = world.require(world.interactive.second_follow, "second log follow")
+    if world.interactive.second_ended_before_cancel:
+        return  # that log ended by itself before the cancel: nothing here says what the cancel did
+    deadline = time.monotonic() + 0.5
+    while not second.done() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    expect(not second.done(), f"cancelling the follow with stream id {_log_follow(world).stream_id!r} also ended the "
+                              f"follow with stream id {second.stream_id!r}; stream/cancel ends only the stream it names")
+
+
+@when("I cancel the second follow")
+def _(world: World) -> None:
+    second = world.require(world.interactive.second_follow, "second log follow")
+    world.streams("cancel a stream").cancel_stream(second.stream_id)
+
+
+@then("the second follow ends with an answer")
+def _(world: World) -> None:
+    second = world.require(world.interactive.second_follow, "second log follow")
+    try:
+        answer = attempt(lambda: second.wait(PROMPT_S))
+    except CallTimeout:
+        expect(False, f"the second follow got no answer within {PROMPT_S:.0f} s of its cancel")
+        raise
+    answer.expect_success(f"the second follow of the {world.interactive.log_source} log")
+
+
+@when(parsers.re(r"I follow the (?P<source>provision|entrypoint) log of a sandbox id that was never issued$"))
+def _(world: World, source: str) -> None:
+    follow = world.streams("follow logs").start_log_follow(world.token("conformance-never-issued"), source,
+                                                           stream_id=world.token("conformance-logs"))
+    world.interactive.log_follow = follow
+    world.interactive.log_source = source
+    try:
+        world.interactive.follow_answer = attempt(lambda: follow.wait(PROMPT_S))
+    except CallTimeout:
+        expect(False, f"a follow of the {source} log of a sandbox id never issued got no answer within "
+                      f"{PROMPT_S:.0f} s; it should be refused as not_found")
+        raise
+
+
+@then("the follow is refused as not_found")
+def _(world: World) -> None:
+    answer = world.require(world.interactive.follow_answer, "answer of the log follow")
+    what = f"a follow of the {world.interactive.log_source} log of a sandbox id that was never issued"
+    error = answer.expect_application_error(what)
+    expect(error.kind == "not_found", f"{what} should be refused as not_found; it was refused as {error.kind}: {error}")
 
 
 @then("the follow ends with an answer")

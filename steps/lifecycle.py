@@ -24,7 +24,8 @@ from conformance.adapter import (
 )
 from conformance.errors import ApplicationErrorAnswer, NotExpressible
 
-from ._shared import MARKER_FILE, Attempt, World, attempt, cleanup, expect, run_ok
+from ._shared import MARKER_FILE, Attempt, World, attempt, await_file, cleanup, expect, run_ok
+from ._state import Background
 
 KNOWN_STATES = {
     "creating", "starting", "running", "stopping", "stopped", "pausing", "paused", "resuming", "archiving",
@@ -365,6 +366,25 @@ def _(world: World) -> None:
 def _(world: World) -> None:
     sandbox_id = world.require_sandbox().id
     attempt(lambda: world.provider.stop(sandbox_id)).expect_success("stop")
+
+
+@when(parsers.re(r"another sandbox is running `(?P<command>.+)`, which has created (?P<name>[A-Za-z0-9._-]+)$"))
+def _(world: World, command: str, name: str) -> None:
+    other = world.provider.create(SandboxRequest())
+    world.lifecycle.other_sandbox = other
+    world.lifecycle.other_command = Background(lambda: world.provider.exec(other.id, ExecRequest(command=command)))
+    await_file(world, other.id, name, "the command started in the other sandbox")
+
+
+@then(parsers.parse('the command in the other sandbox still ends normally, printing "{text}"'))
+def _(world: World, text: str) -> None:
+    running = world.require(world.lifecycle.other_command, "command running in another sandbox")
+    expect(running.wait(15.0), "the command running in the other sandbox did not answer within 15 s")
+    outcome = running.value()
+    expect(outcome.outcome == "ran" and outcome.termination == "exited" and outcome.exit_code == 0
+           and outcome.stdout == text.encode(),
+           f"stopping one sandbox ended a command running in another: it gave {outcome.describe()}, not exit code 0 "
+           f"printing {text!r}; a lifecycle verb acts on the sandbox it names, never on the provider's other sandboxes")
 
 
 @when("I start the sandbox")

@@ -12,7 +12,7 @@ from pytest_bdd import parsers, then, when
 from conformance.adapter import ExecRequest, OutputChunk, RunningExec, StreamOutcome
 from conformance.errors import CallTimeout, NotExpressible
 
-from ._shared import World, attempt, expect, sanitization_mode, unescape
+from ._shared import World, attempt, await_file, expect, sanitization_mode, unescape
 
 # Generous: the machine is shared, and a large stream crosses two JSON codecs.
 LARGE_STREAM_TIMEOUT_S = 300.0
@@ -290,6 +290,18 @@ def _(world: World) -> None:
 def _(world: World) -> None:
     running = world.require(world.stream.running, "started stream")
     _wait_for_first_chunk(running)
+    world.stream.cancelled_at = time.monotonic()
+    streams = world.streams("cancel an exec")
+    attempt(lambda: streams.cancel_exec(running.exec_id)).expect_success("cancelling a running exec")
+
+
+@when(parsers.re(r"I cancel it once it has created (?P<name>[A-Za-z0-9._-]+), before it has printed anything$"))
+def _(world: World, name: str) -> None:
+    running = world.require(world.stream.running, "started stream")
+    await_file(world, world.require_sandbox().id, name, "the streamed command")
+    if running.done():
+        expect(False, f"the streamed command should still be running (it sleeps 10 s), but it already answered: "
+                      f"{running.wait(1.0).result.describe()}")
     world.stream.cancelled_at = time.monotonic()
     streams = world.streams("cancel an exec")
     attempt(lambda: streams.cancel_exec(running.exec_id)).expect_success("cancelling a running exec")
