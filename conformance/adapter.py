@@ -260,6 +260,10 @@ class OperationInfo:
     name: str
     capability: str
     needs_sandbox: bool = True
+    # Other capabilities the operation is served through, which a refusal may name when they are undeclared
+    # (v1: a signed preview URL is served by the preview-URL service; upstream refuses it naming
+    # access.preview_urls when that is absent).
+    served_through: tuple[str, ...] = ()
 
 
 class RunningExec(Protocol):

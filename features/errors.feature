@@ -50,6 +50,12 @@ Feature: Errors, field encodings and tolerant reading
     Then the failure's kind is not_found
     And the failure's report says retrying will not help
 
+  @id:error-retryable-unsupported @req:SDP1-S20 @should @dialect:sandbox-driver-v1
+  Scenario: An operation refused as unsupported says retrying will not help
+    Given a sandbox
+    When I ask for an optional operation the sandbox does not declare
+    Then it is refused as unsupported, in a report that says retrying will not help
+
   @id:error-retryable-invalid-state @req:SDP1-S20 @should @dialect:sandbox-driver-v1 @cap:lifecycle.stop
   Scenario: A command in a stopped sandbox either runs or is refused as not retryable
     Given a sandbox

@@ -61,6 +61,16 @@ Feature: Sandbox lifecycle
     Then the list includes the first sandbox
     And the list does not include the other sandbox
 
+  @id:list-by-empty-label-value @req:SDP1-S16 @req:SDP1-050 @must
+  Scenario: A label with an empty value is kept, and listing by it finds only the sandboxes that carry it
+    Given a provider
+    When I create a sandbox labelled with two generated labels, the second with an empty value
+    And I create another sandbox that carries only the first of those labels
+    And I list the sandboxes carrying both labels
+    Then the list includes the first sandbox
+    And the list does not include the other sandbox
+    And every answer reports those labels exactly as given
+
   @id:attach-by-id @req:SDP1-039 @req:SDP1-050 @req:REST-008 @must
   Scenario: Attaching by a stored sandbox id answers a handle to the same sandbox
     Given a sandbox
@@ -94,6 +104,18 @@ Feature: Sandbox lifecycle
     Given a provider
     When I attach to a sandbox id that was never issued
     Then the attach is refused as not_found
+
+  @id:unknown-sandbox-call @req:SDP1-S17 @must
+  Scenario Outline: A per-sandbox call naming an id the provider never issued is refused as not_found: <call>
+    Given a provider
+    When I call <call> for a sandbox id that was never issued
+    Then that call is refused as not_found
+
+    Examples:
+      | call          |
+      | platform info |
+      | start         |
+      | stop          |
 
   # -- states and the lifecycle verbs ---------------------------------------------------------------
 
@@ -187,6 +209,13 @@ Feature: Sandbox lifecycle
     And listing by the new label finds the sandbox
     And listing by the replaced label does not find it
 
+  @id:set-labels-durable @req:SDP1-039 @req:SDP1-023 @must @cap:lifecycle.labels @dialect:sandbox-driver-v1
+  Scenario: Labels that were set are the labels a provider process started later sees
+    Given a sandbox labelled with a generated label
+    When I replace the sandbox's labels with a new generated label, keeping the run label
+    And a freshly started provider attaches to the sandbox by its id
+    Then the handle it answers carries exactly the new labels
+
   @id:undelete @req:SDP1-061 @req:SKETCH-013 @must @cap:lifecycle.undelete
   Scenario: Undeleting a deleted sandbox brings it back with its files
     Given a sandbox with a marker file
@@ -195,6 +224,7 @@ Feature: Sandbox lifecycle
     Then the undelete answers a handle for the same sandbox
     And the sandbox is described as running
     And the marker file is still there
+    And the sandbox is described with the labels it had before it was deleted
 
   @id:fork-without-memory @req:SDP1-062 @must
   Scenario: A fork asked to leave memory behind is refused as invalid_spec
@@ -279,10 +309,25 @@ Feature: Sandbox lifecycle
     Then the sandbox visibly has <setting>, or the create is refused as invalid_spec naming <field>
 
     Examples:
-      | setting         | field     |
-      | a GPU           | resources |
-      | a 1024 MiB disk | resources |
-      | a one-hour ttl  | timers    |
+      | setting                 | field             |
+      | a GPU                   | resources         |
+      | a 1024 MiB disk         | resources         |
+      | a one-hour ttl          | timers            |
+      | a volume mount          | volumes           |
+      | a new working directory | working_directory |
+      | an allow-all network    | network           |
+      | a blocked network       | network           |
+
+  @id:creation-spec-empty @req:SDP1-051 @must @dialect:sandbox-driver-v1
+  Scenario Outline: A creation-spec field that must not be empty is refused as invalid_spec when it is: <field>
+    Given a provider
+    When I create a sandbox with an empty <field>
+    Then the create is refused as invalid_spec naming <field>
+
+    Examples:
+      | field             |
+      | region            |
+      | working_directory |
 
   @id:create-with-name @req:SDP1-051 @must
   Scenario: A sandbox created with a name reports that name in every answer that carries its status
@@ -307,6 +352,12 @@ Feature: Sandbox lifecycle
   Scenario: A long name is reported whole, or refused as invalid_spec naming it, never cut short
     Given a provider
     When I create a sandbox with a generated name of 120 characters
+    Then the sandbox's status reports that name, unless the create was refused as invalid_spec naming name
+
+  @id:create-with-empty-name @req:SDP1-051 @must
+  Scenario: An empty name is reported as the empty string, or refused as invalid_spec naming it, never dropped
+    Given a provider
+    When I create a sandbox with an empty name
     Then the sandbox's status reports that name, unless the create was refused as invalid_spec naming name
 
   @id:create-with-spaced-name @req:SDP1-051 @req:SDP1-038 @must

@@ -194,6 +194,10 @@ class LifecycleState:
     ssh: SshAccess | None = None
     ssh_ttl_s: int | None = None
     ssh_asked_at: float | None = None
+    # the per-sandbox call made for a sandbox id that was never issued
+    unknown_call: str | None = None
+    # the handle a freshly started provider answered when it attached by id
+    attached_elsewhere: SandboxHandle | None = None
 
 
 @dataclass
@@ -299,6 +303,8 @@ class ErrorsState:
     refusals: list[tuple[str, Any]] | None = None
     # lists sent with an empty and with a null label map: (which, how each was answered)
     listings: list[tuple[str, Any]] | None = None
+    # the optional operation asked for although its capability is not declared: (its name, the capability)
+    undeclared: tuple[str, str] | None = None
 
 
 @dataclass

@@ -47,15 +47,26 @@ def _declared(world: World, capability: str) -> bool:
 
 
 def _acceptable_names(world: World, capability: str) -> set[str]:
-    """The named capability, or an undeclared capability it belongs to (``snapshots`` for
-    ``snapshots.activation`` when the snapshot service itself is absent), in any of its spellings."""
+    """The named capability, or an undeclared capability that holds it (``snapshots`` for
+    ``snapshots.activation`` when the snapshot service itself is null) or that the operation is served
+    through, in any of its spellings.
+
+    A group holds a capability when every spelling of it lies inside the group: ``access.ssh`` does not
+    hold ``access.ssh.revoke``, whose flag is ``access.ssh_revoke`` beside it, so a refused revoke names
+    access.ssh.revoke (v1 section 8.7: ssh_revoke "is available only when access.ssh.revoke is true")."""
     declared = world.provider.capabilities
+    spellings = declared.names_of(capability)
     names = {capability}
     parts = capability.split(".")
     for end in range(1, len(parts)):
         parent = ".".join(parts[:end])
-        if declared.known(parent) and not _declared(world, parent):
+        holds = all(spelling.startswith(parent + ".") for spelling in spellings)
+        if holds and declared.known(parent) and not _declared(world, parent):
             names.add(parent)
+    operation = _operation(world)
+    for through in world.operations(operation).catalogue[operation].served_through:
+        if declared.known(through) and not _declared(world, through):
+            names.add(through)
     # Each name in every spelling the dialect knows for it (v1: access.ssh.revoke and access.ssh_revoke).
     return {spelling for name in names for spelling in declared.names_of(name)}
 

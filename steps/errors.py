@@ -8,6 +8,7 @@ import posixpath
 import re
 from typing import Any
 
+import pytest
 from pytest_bdd import given, parsers, then, when
 
 from conformance.adapter import EventRoute, ExecOutcome, ExecRequest, SandboxHandle, SandboxRequest
@@ -145,6 +146,38 @@ def _(world: World) -> None:
     expect(report.get("retryable") is False,
            f"a {report.get('kind')} failure cannot be fixed by retrying, so its report says retryable false "
            f"(true belongs to timeout, rate_limited and transport); it reads {preview(report)}")
+
+
+@when("I ask for an optional operation the sandbox does not declare")
+def _(world: World) -> None:
+    sandbox = world.require_sandbox()
+    operations = world.operations("an optional operation")
+    for name, info in operations.catalogue.items():
+        declares = sandbox.capabilities if info.needs_sandbox and sandbox.capabilities is not None \
+            else world.provider.capabilities
+        if declares.known(info.capability) and not declares.declares(info.capability):
+            break
+    else:
+        pytest.skip("the provider declares every optional operation, so none can be refused as unsupported")
+    world.errors.undeclared = (name, info.capability)
+    target = sandbox.id if info.needs_sandbox else None
+    world.last = attempt(lambda: operations.invoke(name, target))
+
+
+@then("it is refused as unsupported, in a report that says retrying will not help")
+def _(world: World) -> None:
+    operation, capability = world.require(world.errors.undeclared, "optional operation that is not declared")
+    error = world.last.error
+    expect(isinstance(error, ApplicationErrorAnswer) and error.kind == "unsupported",
+           f"'{operation}' ({capability} is not declared) should be refused as unsupported; it answered "
+           f"{error if error is not None else preview(world.last.answer)}")
+    assert isinstance(error, ApplicationErrorAnswer)
+    report = error.data.get("report") if isinstance(error.data, dict) else None
+    retryable = report.get("retryable") if isinstance(report, dict) else None
+    expect(retryable is False,
+           f"the unsupported refusal of '{operation}' says retryable {retryable!r}: a capability the provider does "
+           "not declare stays undeclared for the connection (capabilities are immutable), so retrying cannot "
+           "help and the report says retryable false (true belongs to timeout, rate_limited and transport)")
 
 
 @when("I stop the sandbox and run a command in it")

@@ -4,6 +4,7 @@ the reference does not declare, so the scenarios gated on it are proven able to 
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import platform
@@ -11,13 +12,15 @@ import secrets
 import shlex
 import shutil
 import signal
+import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from conformance.reference.host_backend import BackendError, HostSandbox, invalid_spec, not_found
+from conformance.reference.host_backend import BackendError, HostBackend, HostSandbox, invalid_spec, not_found
 from conformance.reference.host_plugin import UNHONOURED_SPEC_FIELDS, HostPlugin, RpcFailure, unsupported
 from tests.mutants import mutant
 
@@ -137,6 +140,23 @@ class RefreshActivityUnknownOk(HostPlugin):
         return None
 
 
+@mutant("start-stop-unknown-ok")
+class StartStopUnknownOk(HostPlugin):
+    """start and stop answer {} for a sandbox id they never issued ("nothing to start or stop")."""
+
+    def m_sandbox_start(self, params: dict[str, Any]) -> Any:
+        try:
+            return super().m_sandbox_start(params)
+        except BackendError:
+            return None
+
+    def m_sandbox_stop(self, params: dict[str, Any]) -> Any:
+        try:
+            return super().m_sandbox_stop(params)
+        except BackendError:
+            return None
+
+
 @mutant("set-labels-merges")
 class SetLabelsMerges(HostPlugin):
     """set_labels merges the new labels into the old ones instead of replacing them."""
@@ -145,6 +165,44 @@ class SetLabelsMerges(HostPlugin):
         sandbox = self.backend.get(params["sandbox_id"])
         self.backend.set_labels(sandbox, {**sandbox.labels, **params["labels"]})
         return None
+
+
+_SHARED_REGISTRY: list[str] = []
+
+
+def _shared_registry() -> str:
+    """One registry directory for every plugin served in this (test) process, removed when it exits."""
+    if not _SHARED_REGISTRY:
+        path = tempfile.mkdtemp(prefix="sandbox-conformance-shared-registry-")
+        atexit.register(shutil.rmtree, path, True)
+        _SHARED_REGISTRY.append(path)
+    return _SHARED_REGISTRY[0]
+
+
+@mutant("registry-shared-by-processes")
+class RegistrySharedByProcesses(HostPlugin):
+    """Control: sandboxes outlive the plugin process. Every plugin served in the test process keeps its records
+    in one registry directory (what SANDBOX_CONFORMANCE_HOST_REGISTRY does for real processes), so a provider
+    started later attaches by id to a sandbox an earlier one made."""
+
+    backend_kind: type[HostBackend] = HostBackend
+
+    def make_backend(self) -> HostBackend:
+        return self.backend_kind(registry=_shared_registry(), environ=self.environ)
+
+
+class _LabelsInMemoryBackend(HostBackend):
+    def set_labels(self, sandbox: HostSandbox, labels: Mapping[str, str]) -> None:
+        with self._lock:
+            sandbox.labels = dict(labels)  # the record in the registry keeps the old labels
+
+
+@mutant("durable-labels-unsaved")
+class DurableLabelsUnsaved(RegistrySharedByProcesses):
+    """Sandboxes outlive the process, but set_labels changes only the process's own copy: a provider started
+    later attaches and sees the labels from before."""
+
+    backend_kind = _LabelsInMemoryBackend
 
 
 @mutant("undelete-empty-workspace")
@@ -188,6 +246,17 @@ class CheckpointUnsupported(HostPlugin):
 
 
 # -- creation specs --------------------------------------------------------------------------------
+
+
+@mutant("network-block-accepted")
+class NetworkBlockAccepted(HostPlugin):
+    """Accepts network "block" (network.block_all declared false) and runs the sandbox with the host's
+    network as it is."""
+
+    def validate_spec(self, spec: dict[str, Any]) -> None:
+        if spec.get("network") == "block":
+            spec = {**spec, "network": "provider_default"}
+        super().validate_spec(spec)
 
 
 @mutant("spec-extras-ignored")

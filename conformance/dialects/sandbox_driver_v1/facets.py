@@ -186,7 +186,8 @@ class V1Operations(Operations):
 
     @property
     def catalogue(self) -> Mapping[str, OperationInfo]:
-        return {name: OperationInfo(name, op.capability, needs_sandbox=not op.provider_level)
+        return {name: OperationInfo(name, op.capability, needs_sandbox=not op.provider_level,
+                                    served_through=op.served_through)
                 for name, op in OPERATIONS.items()}
 
     def invoke(self, operation: str, sandbox_id: str | None, events: EventRoute | None = None,

@@ -105,6 +105,7 @@ class V1Operation:
     build: Builder
     provider_level: bool = False
     read: Reader = _done  # the answer as a typed result (fork and undelete answer handles instead)
+    served_through: tuple[str, ...] = ()  # see OperationInfo.served_through
 
     @property
     def takes_events(self) -> bool:
@@ -189,7 +190,8 @@ OPERATIONS: dict[str, V1Operation] = {
         "sandbox_id": s, "port": args.get("port", 8080)}, read=_preview),
     "get a signed preview url": V1Operation("access/signed_preview_url", "access.preview_urls.signed",
                                             lambda a, s, args: {"sandbox_id": s, "port": args.get("port", 8080),
-                                                                "expires_in_ms": args.get("expires_in_ms", 60_000)}, read=_preview),
+                                                                "expires_in_ms": args.get("expires_in_ms", 60_000)}, read=_preview,
+                                            served_through=("access.preview_urls",)),
     "create ssh access": V1Operation("access/ssh_create", "access.ssh", lambda a, s, args: {
         "sandbox_id": s, "ttl_ms": args.get("ttl_ms")}, read=_ssh),
     "revoke ssh access": V1Operation("access/ssh_revoke", "access.ssh.revoke", lambda a, s, args: {
