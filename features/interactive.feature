@@ -120,6 +120,12 @@ Feature: Interactive processes, terminals and logs
     And I terminate the process
     Then waiting for the process reports one of the terminations exited, timed_out, cancelled, killed or unknown
 
+  @id:stdio-signalled-no-exit-code @req:SDP1-S24 @req:SKETCH-013 @should @cap:exec.stdio_process
+  Scenario: A process that a signal ends reports no exit code, not the shell's 128 plus the signal's number
+    Given a sandbox
+    When I open a stdio process running `kill -KILL $$`
+    Then waiting for the process reports that it ended without an exit code
+
   @id:stdio-stderr-tail @req:SDP1-023 @req:SKETCH-013 @must @cap:exec.stdio_process
   Scenario: Waiting for a process reports the newest part of what it wrote to stderr
     Given a sandbox

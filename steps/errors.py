@@ -12,7 +12,7 @@ import pytest
 from pytest_bdd import given, parsers, then, when
 
 from conformance.adapter import EventRoute, ExecOutcome, ExecRequest, SandboxHandle, SandboxRequest
-from conformance.errors import ApplicationErrorAnswer, ProviderCallError
+from conformance.errors import ApplicationErrorAnswer, ProtocolErrorAnswer, ProviderCallError
 
 from ._shared import (
     RAW_ID_BASE,
@@ -81,6 +81,27 @@ def _(world: World, request: str, field: str) -> None:
     wire = raw_channel(world)
     method = wire.vocabulary.method(INCOMPLETE_REQUESTS[(request, field)])
     world.last = attempt(lambda: wire.call(method, {}))
+
+
+# The readings a provider may give a request that lacks a field, by the words of the outline.
+LENIENT_READINGS = ("nothing at all", "no filter")
+
+
+@then(parsers.parse('the answer is the JSON-RPC error {code:d} "{meaning}", unless the provider may read the gap '
+                    'as {reading}'))
+def _(world: World, code: int, meaning: str, reading: str) -> None:
+    expect(reading in LENIENT_READINGS, f"the suite knows no lenient reading {reading!r}")
+    if reading != "nothing at all" and world.last.error is None:
+        # A lenient reader answered as if the field were at its obvious default: legal, and the answer
+        # must still be an answer of that method (an object), not a stray value.
+        expect(isinstance(world.last.answer, dict),
+               f"read as {reading}, the request should get that method's answer, the provider sent {world.last.answer!r}")
+        return
+    error = world.last.error
+    expect(error is not None, f"the call should fail with {code} ({meaning}), but it succeeded with {world.last.answer!r}")
+    expect(isinstance(error, ProtocolErrorAnswer | ApplicationErrorAnswer), f"unexpected answer {error}")
+    answered = error.code
+    expect(answered == code, f"expected JSON-RPC error {code} ({meaning}), the provider answered code {answered}")
 
 
 @when(parsers.parse("the host sends a request with {flaw}"))

@@ -121,6 +121,16 @@ def _(world: World, code: int) -> None:
            f"termination {ended.termination!r}, exit code {ended.exit_code!r}")
 
 
+@then("waiting for the process reports that it ended without an exit code")
+def _(world: World) -> None:
+    ended = world.processes("wait for a stdio process").wait(_process(world), timeout_s=OUTPUT_S)
+    # 128+N is what a shell reports for a child a signal ended; as an exit code it cannot be told from a
+    # program that chose to exit 137.
+    expect(ended.exit_code is None,
+           f"the process killed itself with SIGKILL, so it has no exit code; waiting for it reported "
+           f"termination {ended.termination!r}, exit code {ended.exit_code!r}")
+
+
 @when("I open another stdio process with the same id")
 def _(world: World) -> None:
     process_id = _process(world)

@@ -328,3 +328,12 @@ class ControlUnsupportedFieldPaths(HostPlugin):
                 failure.message = failure.data["report"]["message"] = (
                     f"capability {detail['capability']} is not supported by this provider")
             raise
+
+
+@mutant("control-list-filter-defaults-empty")
+class ControlListFilterDefaultsEmpty(HostPlugin):
+    """Legal: reads a sandbox/list request without a filter as no filter (a lenient reader) instead of
+    refusing it as invalid request, as upstream's reference does."""
+
+    def m_sandbox_list(self, params: dict[str, Any]) -> Any:
+        return super().m_sandbox_list({"filter": {}, **(params or {})})
