@@ -113,9 +113,14 @@ def _(world: World) -> None:
     expect(end is None, f"after its input was closed `cat` should end its output; it sent {_preview(end or b'')}")
 
 
+def _waited(world: World) -> Any:
+    """How the scenario's stdio process ended, waited for within the output deadline."""
+    return world.processes("wait for a stdio process").wait(_process(world), timeout_s=OUTPUT_S)
+
+
 @then(parsers.parse("waiting for the process reports termination exited with exit code {code:d}"))
 def _(world: World, code: int) -> None:
-    ended = world.processes("wait for a stdio process").wait(_process(world), timeout_s=OUTPUT_S)
+    ended = _waited(world)
     expect(ended.termination == "exited" and ended.exit_code == code,
            f"the process should end with termination exited and exit code {code}; waiting for it reported "
            f"termination {ended.termination!r}, exit code {ended.exit_code!r}")
@@ -123,7 +128,7 @@ def _(world: World, code: int) -> None:
 
 @then("waiting for the process reports that it ended without an exit code")
 def _(world: World) -> None:
-    ended = world.processes("wait for a stdio process").wait(_process(world), timeout_s=OUTPUT_S)
+    ended = _waited(world)
     # 128+N is what a shell reports for a child a signal ended; as an exit code it cannot be told from a
     # program that chose to exit 137.
     expect(ended.exit_code is None,
@@ -308,7 +313,7 @@ TERMINATIONS = ("exited", "timed_out", "cancelled", "killed", "unknown")
 
 @then("waiting for the process reports one of the terminations exited, timed_out, cancelled, killed or unknown")
 def _(world: World) -> None:
-    ended = world.processes("wait for a stdio process").wait(_process(world), timeout_s=OUTPUT_S)
+    ended = _waited(world)
     expect(ended.termination in TERMINATIONS,
            f"waiting for a terminated process reported termination {ended.termination!r}, which is none of the "
            f"protocol's {', '.join(TERMINATIONS)} (a host reads an unknown name as unknown, losing how it ended)")
@@ -316,7 +321,7 @@ def _(world: World) -> None:
 
 @then(parsers.parse("waiting for the process reports a stderr tail of exactly {count:d} letters {letter}"))
 def _(world: World, count: int, letter: str) -> None:
-    ended = world.processes("wait for a stdio process").wait(_process(world), timeout_s=OUTPUT_S)
+    ended = _waited(world)
     tail = ended.stderr_tail or ""
     expect(tail == letter * count, f"a stderr of exactly {count} bytes fits the tail whole; the tail is {len(tail)} "
                                    f"characters starting {tail[:8]!r} — the cut mark belongs only to a stderr that lost "
@@ -371,7 +376,7 @@ def _(world: World) -> None:
 @then(parsers.re(r'waiting for the process reports a stderr tail of exactly "(?P<text>[^"]*)"$'))
 def _(world: World, text: str) -> None:
     wanted = unescape(text).decode()
-    ended = world.processes("wait for a stdio process").wait(_process(world), timeout_s=OUTPUT_S)
+    ended = _waited(world)
     tail = ended.stderr_tail or ""
     expect(tail == wanted, f"a stderr this short fits the tail whole, as written: it should be {wanted!r}; it is "
                            f"{tail!r} (the tail is the newest stderr bytes, blanks and line ends included)")
@@ -425,7 +430,7 @@ def _(world: World) -> None:
 
 @then(parsers.parse('waiting for the process reports a stderr tail that ends with "{text}"'))
 def _(world: World, text: str) -> None:
-    ended = world.processes("wait for a stdio process").wait(_process(world), timeout_s=OUTPUT_S)
+    ended = _waited(world)
     tail = ended.stderr_tail or ""
     expect(tail.endswith(text), f"the stderr tail should be the newest part of stderr, ending with {text!r}; it "
                                 f"is {len(tail)} characters ending {tail[-40:]!r}")
