@@ -3,8 +3,10 @@ Feature: Control-plane events
   notifications about itself: operation_started, then exactly one operation_completed or
   operation_failed, all sharing one operation id, the last of them written before the operation's
   answer. Events are numbered per source from 1 without gaps and delivered in order; the route id
-  and the correlation id come back exactly as they were given, whatever they look like. Operations
-  that did not ask get no events, and command output never travels in the event feed.
+  and the correlation id come back exactly as they were given, whatever they look like, and a request
+  that gives no correlation id gets events carrying none. Every event is dated by the wall clock when it
+  was observed. Operations that did not ask get no events, and command output never travels in the event
+  feed.
 
   Background:
     Given a freshly started provider that has been initialized
@@ -93,13 +95,23 @@ Feature: Control-plane events
     Then every event of the create carries that route id and that correlation id, exactly as given
 
     Examples:
-      | kind              |
-      | plain             |
-      | padded            |
-      | unicode           |
-      | uri-like          |
-      | json-looking      |
-      | empty-correlation |
+      | kind               |
+      | plain              |
+      | padded             |
+      | unicode            |
+      | uri-like           |
+      | json-looking       |
+      | empty-correlation  |
+      | absent-correlation |
+
+  # v1 section 10: occurred_at is "the observation time", in the seconds-since-the-Unix-epoch form of section 6.
+  # Timestamps are informational, so only a generous agreement with the host's clock is asked, and nothing
+  # of their order.
+  @id:events-dated-when-observed @req:SDP1-S25 @should
+  Scenario: Every event is dated by the wall clock at the time it was observed
+    When I create a sandbox asking for events
+    And I delete the sandbox asking for events
+    Then every event is dated by the wall clock, at about the time it arrived
 
   @id:events-create-names-id @req:SDP1-116 @must
   Scenario: The final event of a create names the sandbox by the id the provider assigned

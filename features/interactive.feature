@@ -261,6 +261,17 @@ Feature: Interactive processes, terminals and logs
     When I cancel the second follow
     Then the second follow ends with an answer
 
+  # v1 section 8.4: logs/follow answers "after the stream ends". The log of a sandbox that was deleted has
+  # ended: nothing more can be written to it. The follow may end with its empty answer or with an error
+  # report (the sandbox is gone); it may not stay open until the host cancels it.
+  @id:logs-follow-ends-on-delete @req:SDP1-079 @must @cap:logs.entrypoint
+  Scenario: A follow of a sandbox's log ends once the sandbox is deleted
+    Given a sandbox
+    When I follow the sandbox's entrypoint log
+    And I delete the sandbox
+    Then the follow ends, with its empty answer or an error report
+    And every piece of log output arrived before the follow's answer
+
   @id:logs-unknown-sandbox @req:SDP1-S17 @req:SKETCH-013 @must @cap:logs.entrypoint
   Scenario: Following the log of a sandbox id that was never issued is refused as not_found
     Given a provider

@@ -378,7 +378,7 @@ Feature: Sandbox lifecycle
   @id:snapshot-list-by-name @req:SDP1-088 @req:SDP1-023 @req:SKETCH-013 @must @cap:snapshots @cap:snapshots.filesystem
   Scenario: Listing snapshots by name finds the snapshot of that name and no other
     Given a sandbox
-    When I create two snapshots of the sandbox with different generated names
+    When I create two snapshots of the sandbox, the second named like the first with a suffix
     And I list the snapshots by the first one's name
     Then the listing holds the first snapshot and not the second
 

@@ -7,6 +7,7 @@ exchanges). Step modules import from here, from ``steps/_state.py`` and from ``c
 
 from __future__ import annotations
 
+import datetime
 import json
 import time
 from collections.abc import Callable
@@ -295,6 +296,19 @@ def request_line(wire: Wire, request_id: Any, method: str, params: Any) -> bytes
 def notification_line(wire: Wire, method: str, params: Any) -> bytes:
     return json.dumps({"jsonrpc": wire.vocabulary.jsonrpc, "method": method, "params": params},
                       separators=(",", ":")).encode("utf-8")
+
+
+def epoch_seconds(value: Any) -> float | None:
+    """Seconds since the Unix epoch of a timestamp: the structural form (v1) or RFC 3339 text; None for neither."""
+    if isinstance(value, dict) and isinstance(value.get("secs_since_epoch"), int):
+        nanos = value.get("nanos_since_epoch", 0)
+        return value["secs_since_epoch"] + (nanos if isinstance(nanos, int) else 0) / 1e9
+    if isinstance(value, str):
+        try:
+            return datetime.datetime.fromisoformat(value).timestamp()
+        except ValueError:
+            return None
+    return None
 
 
 def preview(message: Any, limit: int = 300) -> str:

@@ -206,6 +206,8 @@ class GapsState:
 
     # the sandbox created from a filesystem snapshot of the scenario's sandbox
     branch: SandboxHandle | None = None
+    # the generated content of the hidden file "the sandbox holds a hidden file and a symbolic link to it" wrote
+    hidden_file_content: str | None = None
     # the generated name of a snapshot that does not exist
     missing_snapshot: str | None = None
     # the resources the create asked for

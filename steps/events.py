@@ -18,7 +18,7 @@ from pytest_bdd import given, parsers, then, when
 from conformance.adapter import EventRoute, ExecRequest, ReceivedEvent, SandboxRequest
 from conformance.errors import CapabilityNotDeclared
 
-from ._shared import World, attempt, expect, fresh_provider, raw_channel
+from ._shared import World, attempt, epoch_seconds, expect, fresh_provider, raw_channel
 
 TERMINAL = ("operation_completed", "operation_failed")
 # A terminal event that arrives after its operation's answer fails a scenario of its own; the other
@@ -28,11 +28,12 @@ LATE_EVENT_GRACE_S = 1.0
 QUIET_S = 0.3
 
 
-def _new_route(world: World, action: str, route_id: str | None = None,
-               correlation_id: str | None = None) -> EventRoute:
+def _new_route(world: World, action: str, route_id: str | None = None, correlation_id: str | None = None,
+               send_correlation: bool = True) -> EventRoute:
+    """A route for ``action``; ids not given are generated, and ``send_correlation=False`` asks with none."""
     if route_id is None:
         route_id = world.token("conformance-route")
-    if correlation_id is None:
+    if correlation_id is None and send_correlation:
         correlation_id = world.token("conformance-corr")
     route = EventRoute(route_id=route_id, correlation_id=correlation_id)
     world.event_watch.operations.append((action, route))
@@ -225,14 +226,16 @@ def _(world: World) -> None:
     world.last = attempt(lambda: fresh_provider(world).attach(never_issued, events=route))
 
 
-ODD_IDS: dict[str, tuple[str, str]] = {
-    # kind: (route id, correlation id); {token} is replaced by a generated token
+ODD_IDS: dict[str, tuple[str, str | None]] = {
+    # kind: (route id, correlation id); {token} is replaced by a generated token; None: the events object
+    # carries no correlation_id at all
     "plain": ("conformance-route-{token}", "conformance-corr-{token}"),
     "padded": ("  conformance-route-{token}  ", "  conformance-corr-{token}\t"),
     "unicode": ("Route ✓ {token} 日本", "Corrélation ✓ {token} ☃"),
     "uri-like": ("urn:Conformance:Route/{token}?X=1#Frag", "https://example.invalid/Corr/{token}?a=b&c=d"),
     "json-looking": ('{{"route": "{token}"}}', '["corr", "{token}", null]'),
     "empty-correlation": ("conformance-route-{token}", ""),
+    "absent-correlation": ("conformance-route-{token}", None),
 }
 
 
@@ -241,8 +244,11 @@ ODD_IDS: dict[str, tuple[str, str]] = {
 def _(world: World, kind: str) -> None:
     expect(kind in ODD_IDS, f"the suite knows no kind of id called {kind!r}")
     token = world.faker.pystr(min_chars=8, max_chars=8)
-    route_id, correlation_id = (template.format(token=token) for template in ODD_IDS[kind])
-    route = _new_route(world, "create", route_id=route_id, correlation_id=correlation_id)
+    route_template, correlation_template = ODD_IDS[kind]
+    route_id = route_template.format(token=token)
+    correlation_id = None if correlation_template is None else correlation_template.format(token=token)
+    route = _new_route(world, "create", route_id=route_id, correlation_id=correlation_id,
+                       send_correlation=correlation_id is not None)
     world.sandbox = fresh_provider(world).create(SandboxRequest(events=route))
 
 
@@ -416,10 +422,53 @@ def _(world: World) -> None:
            f"the {action} asked for events on route id {route.route_id!r}, but {len(route.received)} event(s) "
            "arrived with exactly that route id; a provider passes route_id back exactly as it was given")
     for event in route.received:
+        if route.correlation_id is None:
+            # v1 section 10: correlation_id is "the optional consumer value from the events request object".
+            # Asked without one, an event carries none (absent, or null as upstream's readers accept); a
+            # value there is one the host never sent (a route id copied over, a generated id).
+            expect(event.event.get("correlation_id") is None,
+                   f"the {event.type} event of the {action} carries correlation_id "
+                   f"{event.event.get('correlation_id')!r}, but the request's events object gave none: an event carries "
+                   "the host's correlation id or none, never one the provider made up")
+            continue
         expect("correlation_id" in event.event and event.event["correlation_id"] == route.correlation_id,
                f"the {event.type} event of the {action} carries correlation_id "
                f"{event.event.get('correlation_id', '(none)')!r}; the request gave {route.correlation_id!r}, which "
                "every event must carry unchanged")
+
+
+# How far an event's date may stray from the host's clock at its arrival: a provider's clock need not agree
+# with ours to the second (it may even date events by a remote service's clock), but a date off by more than
+# this is not read from a wall clock at all (time since boot, a stopwatch, local time written as UTC).
+CLOCK_SLACK_S = 10 * 60
+
+
+def _utc(seconds: float) -> str:
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(seconds))
+    except (OverflowError, OSError, ValueError):
+        return "not a representable date"
+
+
+@then("every event is dated by the wall clock, at about the time it arrived")
+def _(world: World) -> None:
+    events = _all_received(world)
+    expect(bool(events), "no event arrived for the operations that asked for events")
+    # Arrival is stamped on the monotonic clock; carried over to the wall clock, it is what occurred_at is
+    # compared with.
+    wall_minus_monotonic = time.time() - time.monotonic()
+    for event in events:
+        occurred_at = event.event.get("occurred_at")
+        seconds = epoch_seconds(occurred_at)
+        expect(seconds is not None, f"the {event.type} event carries no readable occurred_at: {occurred_at!r}")
+        assert seconds is not None
+        arrived = event.at + wall_minus_monotonic
+        offset = seconds - arrived
+        expect(abs(offset) <= CLOCK_SLACK_S,
+               f"the {event.type} event of {event.action} is dated {occurred_at!r} "
+               f"({_utc(seconds)}), {abs(offset):.0f} s "
+               f"{'after' if offset > 0 else 'before'} it arrived: occurred_at is the time the event was observed, in "
+               "seconds since the Unix epoch (a wall clock), not a reading of another clock")
 
 
 @then("the create's terminal event names the sandbox by the id the provider assigned")

@@ -8,7 +8,7 @@ and silently not do it. Each verdict step records which honest answer the provid
 from __future__ import annotations
 
 import pytest
-from pytest_bdd import parsers, then, when
+from pytest_bdd import given, parsers, then, when
 
 from conformance.adapter import ExecOutcome, ExecRequest, SandboxHandle, SandboxRequest
 from conformance.errors import ApplicationErrorAnswer
@@ -19,6 +19,8 @@ BRANCH_ONLY = "conformance-written-in-branch"
 SOURCE_ONLY = "conformance-written-in-source-later"
 AFTER_SNAPSHOT = "conformance-written-after-the-snapshot"
 PID_FILE = "conformance-fork-pid"
+HIDDEN_FILE = ".conformance-hidden"
+LINK = "conformance-link-to-hidden"
 # A shell's conventional codes for "timed out" (coreutils timeout) and "killed" (128 + SIGKILL).
 TIMEOUT_EXIT_CODES = (124, 137)
 MIB = 1024 * 1024
@@ -48,6 +50,13 @@ def _refused_as_unsupported(world: World, outcome: Attempt, capability: str, wha
 
 
 # -- GAP 1: snapshots and branches ---------------------------------------------------------------
+
+
+@given("the sandbox holds a hidden file and a symbolic link to it")
+def _(world: World) -> None:
+    content = world.token("conformance-hidden")
+    world.gaps.hidden_file_content = content
+    run_ok(world, world.require_sandbox().id, f"printf '%s' '{content}' > {HIDDEN_FILE} && ln -s {HIDDEN_FILE} {LINK}")
 
 
 @when("I branch the sandbox through a filesystem snapshot")
@@ -88,6 +97,27 @@ def _(world: World) -> None:
     expect(not _present(world, branch.id, SOURCE_ONLY),
            f"a file written in the source ({source.id}) after the snapshot appeared in the branch ({branch.id})")
     world.note_finding("GAP-1", "supported", "a branch from a filesystem snapshot kept the files and its own state")
+
+
+@then("the branch keeps the hidden file, and the link as a symbolic link to it, unless the snapshot was refused")
+def _(world: World) -> None:
+    if world.last.error is not None:
+        return  # the refusal was judged by the step before
+    branch = world.require(world.gaps.branch, "branch from a filesystem snapshot")
+    content = world.require(world.gaps.hidden_file_content, "hidden file").encode()
+    # A filesystem snapshot captures the filesystem (v1 section 8.3: include_memory false is Filesystem mode):
+    # names beginning with a dot are files like any other, and a link is a link, not a copy of its target.
+    hidden = run_ok(world, branch.id, f"if [ -e {HIDDEN_FILE} ]; then cat {HIDDEN_FILE}; else printf missing; fi")
+    expect(hidden == content,
+           f"the branch {branch.id} should hold the snapshot's hidden file {HIDDEN_FILE} containing {content!r}; it "
+           f"holds {hidden!r}" + (": files whose names begin with a dot were left out of the snapshot"
+                                  if hidden == b"missing" else ""))
+    link = run_ok(world, branch.id, f"if [ -L {LINK} ]; then printf 'link to %s' \"$(readlink {LINK})\"; "
+                                    f"elif [ -e {LINK} ]; then printf 'not a link'; else printf missing; fi")
+    expect(link == f"link to {HIDDEN_FILE}".encode(),
+           f"in the branch {branch.id}, {LINK} should still be a symbolic link to {HIDDEN_FILE}, as it was when the "
+           f"snapshot was taken; it is {link.decode(errors='replace')!r}"
+           + (": the snapshot copied what the link pointed to instead of the link" if link == b"not a link" else ""))
 
 
 @when("I fork the sandbox while a process runs in it")

@@ -783,6 +783,23 @@ def _(world: World) -> None:
     _end_of_follow(world, PROMPT_S)
 
 
+@then("the follow ends, with its empty answer or an error report")
+def _(world: World) -> None:
+    follow = _log_follow(world)
+    source = world.interactive.log_source
+    world.last.expect_success("deleting the sandbox while its log is followed")
+    try:
+        world.interactive.follow_answer = attempt(lambda: follow.wait(OUTPUT_S))
+    except CallTimeout:
+        expect(False, f"the follow of the {source} log (stream id {follow.stream_id!r}) got no answer within "
+                      f"{OUTPUT_S:.0f} s of the sandbox's delete: the log of a deleted sandbox has ended, and a "
+                      "follow answers once its stream ends, without waiting for stream/cancel")
+        raise
+    answer = world.require(world.interactive.follow_answer, "answer of the log follow")
+    if answer.error is not None:
+        answer.expect_application_error(f"the follow of the {source} log of a sandbox that was deleted meanwhile")
+
+
 @then("the follow delivered some log output")
 def _(world: World) -> None:
     chunks = _log_follow(world).chunks_so_far()

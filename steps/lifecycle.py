@@ -4,7 +4,6 @@ volumes, SSH access and what a creation spec may ask for."""
 from __future__ import annotations
 
 import concurrent.futures
-import datetime
 import re
 import time
 import unicodedata
@@ -24,7 +23,7 @@ from conformance.adapter import (
 )
 from conformance.errors import ApplicationErrorAnswer, NotExpressible
 
-from ._shared import MARKER_FILE, Attempt, World, attempt, await_file, cleanup, expect, run_ok
+from ._shared import MARKER_FILE, Attempt, World, attempt, await_file, cleanup, epoch_seconds, expect, run_ok
 from ._state import Background
 
 KNOWN_STATES = {
@@ -724,11 +723,12 @@ def _(world: World) -> None:
                                           f"characters whatever the snapshot's name ({name!r}); it is {snapshot_id!r}")
 
 
-@when("I create two snapshots of the sandbox with different generated names")
+@when("I create two snapshots of the sandbox, the second named like the first with a suffix")
 def _(world: World, request: pytest.FixtureRequest) -> None:
     ids, names = [], []
-    for _ in range(2):
-        name = world.token("conformance-snapshot")
+    first = world.token("conformance-snapshot")
+    # "nightly" and "nightly-2": a name filter that matches a prefix, or part of a name, lists both.
+    for name in (first, f"{first}-2"):
         answer = _invoke_ok(world, "create a snapshot", world.require_sandbox().id, name=name)
         _forget_snapshot(world, request, answer.id)
         ids.append(answer.id)
@@ -749,8 +749,10 @@ def _(world: World) -> None:
     ids = [s.id for s in listing.snapshots]
     first, second = _snapshot_id(world), world.require(world.lifecycle.other_snapshot_id, "second snapshot")
     expect(first in ids, f"listing snapshots by the first one's name should find {first!r}; it listed {ids}")
-    expect(second not in ids, f"listing snapshots by the first one's name also listed {second!r}, which has another "
-                              f"name: the name filter was ignored ({ids})")
+    names = world.require(world.lifecycle.snapshot_names, "two named snapshots")
+    expect(second not in ids, f"listing snapshots by the name {names[0]!r} also listed {second!r}, named {names[1]!r}: "
+                              f"the name filter lists the snapshots of exactly that name, not every name it begins "
+                              f"or appears in ({ids})")
 
 
 def _snapshot_id(world: World) -> str:
@@ -1369,18 +1371,6 @@ def _(world: World) -> None:
 # -- ssh access ------------------------------------------------------------------------------------
 
 
-def _timestamp(value: Any) -> float | None:
-    """Seconds since the epoch of a v1 timestamp: RFC 3339 text or the structural form."""
-    if isinstance(value, dict) and isinstance(value.get("secs_since_epoch"), int):
-        return value["secs_since_epoch"] + value.get("nanos_since_epoch", 0) / 1e9
-    if isinstance(value, str):
-        try:
-            return datetime.datetime.fromisoformat(value).timestamp()
-        except ValueError:
-            return None
-    return None
-
-
 def _ssh(world: World) -> SshAccess:
     return world.require(world.lifecycle.ssh, "SSH access")
 
@@ -1420,7 +1410,7 @@ def _(world: World, seconds: int) -> None:
                f"the refusal should name capability access.ssh.ttl; it names {error.detail.get('capability')!r}")
         return
     access: SshAccess = world.last.expect_success(f"{what} (access.ssh_ttl is declared)")
-    expires = _timestamp(access.expires_at)
+    expires = epoch_seconds(access.expires_at)
     asked_at = world.require(world.lifecycle.ssh_asked_at, "request for SSH access with a lifetime")
     # Minutes of slack either way: a remote provider's clock need not agree with ours.
     expect(expires is not None and asked_at - 120 <= expires <= asked_at + seconds + 120,

@@ -7,10 +7,12 @@ Feature: GAP 1 — snapshots and copy-on-write branches
   copy-on-write; the fabro sketch can only name a snapshot tag, so branching is not expressible there.)
 
   @id:snapshot-filesystem @req:GAP-1 @req:SDP1-053 @req:SDP1-064 @must
-  Scenario: A branch from a filesystem snapshot starts with the snapshot's files and keeps its own state
+  Scenario: A branch from a filesystem snapshot starts with the snapshot's files, hidden files and links as they were, and keeps its own state
     Given a sandbox with a marker file
+    And the sandbox holds a hidden file and a symbolic link to it
     When I branch the sandbox through a filesystem snapshot
     Then the branch starts with the snapshot's files, and later writes on either side stay on that side, unless snapshots are not declared and were refused as unsupported
+    And the branch keeps the hidden file, and the link as a symbolic link to it, unless the snapshot was refused
 
   @id:fork-copy @req:GAP-1 @req:SDP1-063 @must
   Scenario: A fork keeps its source's files and running processes, and its own state from then on
