@@ -146,6 +146,9 @@ class ExecRequest:
     working_dir: str | None = None
     stdin: bytes | None = None
     sanitization: str | None = None  # raw | strip_ansi | strip_all; None leaves it out
+    # The scenario asks for something the protocol does not define on purpose (a provider must refuse it): the
+    # dialect sends the request as it is instead of refusing to send params its own schema rejects.
+    unchecked: bool = False
 
 
 Outcome = Literal["ran", "infra"]

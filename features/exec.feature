@@ -131,7 +131,10 @@ Feature: Running commands
   # Every family of escape sequence (CSI with its parameter and intermediate bytes, OSC, DCS/SOS/PM/APC strings,
   # ESC with intermediates such as a character set designation, two-byte escapes such as ESC =), each form of its
   # ending, the controls strip_all keeps (TAB, LF, CR), and UTF-8 text: the lead byte 0xC2 of the degree, plus-minus,
-  # micro and copyright signs introduces no C1 control, and the Arabic semicolon's byte 0x9B is no CSI.
+  # micro and copyright signs introduces no C1 control, and the Arabic semicolon's byte 0x9B is no CSI. A CSI
+  # sequence ends at any final byte from @ to ~ (ESC [3~ is the Delete key, ESC [200~ starts a bracketed paste),
+  # a string also ends at the UTF-8-encoded C1 string terminator (U+009C), and a standalone UTF-8-encoded C1
+  # control such as NEL (U+0085) is a control character: strip_all removes it, strip_ansi keeps it.
   @id:sanitization-families @req:SDP1-069 @req:SDP1-070 @must @dialect:sandbox-driver-v1
   Scenario Outline: Output sanitization <mode> removes <what>
     When I run a command that writes the bytes "<written>" with output sanitization <mode>
@@ -162,6 +165,21 @@ Feature: Running commands
       | strip_all SOS, PM and APC strings | SOS, PM and APC strings | strip_all | a ESC Xsos ST b ESC ^pm ST c ESC _apc ST d | a b c d |
       | strip_ansi nothing of UTF-8 text | nothing of UTF-8 text | strip_ansi | 20° ±1 µs © ؛ | 20° ±1 µs © ؛ |
       | strip_all nothing of UTF-8 text | nothing of UTF-8 text | strip_all | 20° ±1 µs © ؛ | 20° ±1 µs © ؛ |
+      | strip_ansi a CSI sequence whose final byte is no letter | a CSI sequence whose final byte is no letter | strip_ansi | a ESC [3~ b ESC [200~ c C1CSI 201~ d | a b c d |
+      | strip_all a CSI sequence whose final byte is no letter | a CSI sequence whose final byte is no letter | strip_all | a ESC [3~ b ESC [200~ c C1CSI 201~ d | a b c d |
+      | strip_ansi an OSC ended by the UTF-8 encoded C1 string terminator | an OSC ended by the UTF-8 encoded C1 string terminator | strip_ansi | a ESC ]0;title C1ST b C1OSC 2;icon C1ST c | a b c |
+      | strip_all an OSC ended by the UTF-8 encoded C1 string terminator | an OSC ended by the UTF-8 encoded C1 string terminator | strip_all | a ESC ]0;title C1ST b C1OSC 2;icon C1ST c | a b c |
+      | strip_ansi a DCS string ended by the UTF-8 encoded C1 string terminator | a DCS string ended by the UTF-8 encoded C1 string terminator | strip_ansi | a ESC P1$r C1ST b | a b |
+      | strip_all a DCS string ended by the UTF-8 encoded C1 string terminator | a DCS string ended by the UTF-8 encoded C1 string terminator | strip_all | a ESC P1$r C1ST b | a b |
+      | strip_all a standalone UTF-8 encoded C1 control | a standalone UTF-8 encoded C1 control | strip_all | a C1NEL b | a b |
+      | strip_ansi no standalone UTF-8 encoded C1 control | no standalone UTF-8 encoded C1 control | strip_ansi | a C1NEL b | a C1NEL b |
+
+  # raw, strip_ansi and strip_all are the only modes; params naming another cannot be decoded, so the request is
+  # refused as invalid before anything runs: never run as raw, or with whatever mode the name resembles.
+  @id:exec-sanitization-undefined @req:SDP1-069 @req:SDP1-042 @must @dialect:sandbox-driver-v1
+  Scenario: An output sanitization the protocol does not define is refused as an invalid request
+    When I run `printf ran` buffered and streamed, each asking for the output sanitization "strip_colour", which the protocol does not define
+    Then both requests are answered with the JSON-RPC error -32600 "invalid request"
 
   @id:exec-stdin @req:SDP1-075 @cap:exec.stdin @req:SKETCH-013 @must
   Scenario: The bytes given as stdin reach the command, followed by end of file

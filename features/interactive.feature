@@ -126,11 +126,13 @@ Feature: Interactive processes, terminals and logs
     When I open a stdio process running `kill -KILL $$`
     Then waiting for the process reports that it ended without an exit code
 
+  # The tail is the newest 8 KiB at most, and says so when earlier bytes were dropped: it starts with "…".
   @id:stdio-stderr-tail @req:SDP1-023 @req:SKETCH-013 @must @cap:exec.stdio_process
-  Scenario: Waiting for a process reports the newest part of what it wrote to stderr
+  Scenario: Waiting for a process reports the newest part of what it wrote to stderr, marked as cut
     Given a sandbox
     When I open a stdio process running `head -c 20000 /dev/zero | tr '\0' e >&2; printf END-OF-STDERR >&2`
     Then waiting for the process reports a stderr tail that ends with "END-OF-STDERR"
+    And that stderr tail starts with the cut mark "…" and keeps at most 8 KiB after it
 
   @id:stdio-stderr-tail-verbatim @req:SDP1-023 @req:SKETCH-013 @must @cap:exec.stdio_process
   Scenario: A short stderr comes back in the tail exactly as written, leading blanks and line ends included

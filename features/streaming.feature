@@ -56,11 +56,13 @@ Feature: Streaming a command's output
     And the stderr capture counts every byte as observed, 1000 retained, the rest omitted, nothing truncated
     And the result keeps the first 500 and the last 500 bytes written to stderr
 
+  # The stable head is limit/2 bytes in whole bytes (499 of 999), the rolling tail the rest (500).
   @id:stream-retention-odd @req:SDP1-105 @req:SDP1-106 @req:SKETCH-013 @must
-  Scenario: An odd retained output limit is counted as exactly as an even one
+  Scenario: An odd retained output limit is counted and split as exactly as an even one
     When I stream a command that writes the numbers 1 to 2000 to stdout, retaining at most 999 bytes
     Then the chunks carry every byte written to stdout, in order
     And the stdout capture counts every byte as observed, 999 retained, the rest omitted, nothing truncated
+    And the result keeps the first 499 and the last 500 bytes written to stdout
 
   @id:stream-retention-zero @req:SDP1-105 @req:SDP1-106 @req:SKETCH-013 @must
   Scenario: A retained output limit of 0 keeps nothing in the result and still streams everything
@@ -76,6 +78,13 @@ Feature: Streaming a command's output
     Then the fast command and the describe both finished at least half a second before the slow command
     And the fast command's chunks carry exactly its own output
     And the slow command's chunks carry all of its lines, in order
+
+  # The command ends by itself after 10 seconds, so a provider that ignores a streamed command's timeout fails quickly.
+  @id:stream-timeout @req:SDP1-074 @req:SDP1-068 @req:SKETCH-013 @must
+  Scenario: A streamed command that outlives its timeout is a normal result that says it timed out
+    When I stream `printf started; sleep 10; printf finished` with a timeout of 1 second
+    Then the result says the command timed out, at most 4 seconds after the timeout
+    And the streamed stdout is exactly "started"
 
   @id:stream-same-interpreter @req:SDP1-068 @req:SKETCH-013 @must
   Scenario: Buffered and streamed commands run under the same interpreter with the same options

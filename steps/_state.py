@@ -102,6 +102,8 @@ class CommandsState:
     other_sandbox: SandboxHandle | None = None
     # where a command wrote the pid of a background process it started
     pid_file: str | None = None
+    # the answers to a buffered and a streamed command asking for an undefined output sanitization, by kind
+    undefined_sanitization: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -244,6 +246,8 @@ class InteractiveState:
     """Stdio processes, terminals and log follows (interactive.feature)."""
 
     process_id: str | None = None
+    # the stderr tail waiting for the process reported
+    stderr_tail: str | None = None
     # the bytes last sent to the process
     sent: bytes | None = None
     # a read (of a process or a terminal) left waiting on its own thread

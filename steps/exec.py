@@ -13,7 +13,7 @@ from pytest_bdd import given, parsers, then, when
 
 from conformance.adapter import ExecRequest, SandboxRequest
 
-from ._shared import World, expect, sanitization_mode, unescape
+from ._shared import World, attempt, expect, sanitization_mode, unescape
 
 ALL_BYTES = bytes(range(256))
 
@@ -165,8 +165,10 @@ def _(world: World) -> None:
 
 CONTROL_NAMES = {"NUL": b"\x00", "SOH": b"\x01", "BEL": b"\x07", "TAB": b"\x09", "LF": b"\x0a", "VT": b"\x0b",
                  "FF": b"\x0c", "CR": b"\x0d", "ESC": b"\x1b", "SP": b" ",
-                 # the string terminator, and the C1 introducers CSI and OSC as UTF-8 encodes them (U+009B, U+009D)
-                 "ST": b"\x1b\\", "C1CSI": b"\xc2\x9b", "C1OSC": b"\xc2\x9d"}
+                 # the string terminator; the C1 controls CSI, OSC, ST and NEL as UTF-8 encodes them
+                 # (U+009B, U+009D, U+009C, U+0085)
+                 "ST": b"\x1b\\", "C1CSI": b"\xc2\x9b", "C1OSC": b"\xc2\x9d", "C1ST": b"\xc2\x9c",
+                 "C1NEL": b"\xc2\x85"}
 
 
 def spelled_bytes(spelled: str) -> bytes:
@@ -180,6 +182,34 @@ def spelled_bytes(spelled: str) -> bytes:
 def _(world: World, spelled: str, mode: str) -> None:
     world.require_report("bytes")
     world.run(_octal_printf(spelled_bytes(spelled)), sanitization=sanitization_mode(mode))
+
+
+@when(parsers.re(r'I run `(?P<command>.+)` buffered and streamed, each asking for the output sanitization '
+                 r'"(?P<mode>[a-z_]+)", which the protocol does not define$'))
+def _(world: World, command: str, mode: str) -> None:
+    sandbox_id = world.require_sandbox().id
+    request = ExecRequest(command=command, sanitization=mode, unchecked=True)
+    world.commands.undefined_sanitization = {
+        "buffered": attempt(lambda: world.provider.exec(sandbox_id, request)),
+        "streamed": attempt(lambda: world.streams("streaming exec").exec(sandbox_id, request)),
+    }
+
+
+@then(parsers.parse('both requests are answered with the JSON-RPC error {code:d} "{meaning}"'))
+def _(world: World, code: int, meaning: str) -> None:
+    answers = world.commands.undefined_sanitization
+    expect(bool(answers), "no command asked for an undefined output sanitization")
+    for kind, answered in answers.items():
+        why = (f"the {kind} command asked for an output sanitization the protocol does not define (only raw, "
+               f"strip_ansi and strip_all exist), so its params cannot be decoded: the answer must be the "
+               f"JSON-RPC error {code} ({meaning})")
+        error = answered.error
+        if error is None:
+            outcome = getattr(answered.answer, "result", answered.answer)  # a stream's outcome holds the result
+            error = getattr(outcome, "error", None)
+            expect(error is not None, f"{why}; instead the command ran: {outcome.describe()}")
+        assert error is not None
+        expect(error.code == code, f"{why}; the provider answered code {error.code}: {error}")
 
 
 # -- running with options -------------------------------------------------------------------------

@@ -432,8 +432,20 @@ def _(world: World) -> None:
 def _(world: World, text: str) -> None:
     ended = _waited(world)
     tail = ended.stderr_tail or ""
+    world.interactive.stderr_tail = tail
     expect(tail.endswith(text), f"the stderr tail should be the newest part of stderr, ending with {text!r}; it "
                                 f"is {len(tail)} characters ending {tail[-40:]!r}")
+
+
+@then(parsers.parse('that stderr tail starts with the cut mark "{mark}" and keeps at most {kib:d} KiB after it'))
+def _(world: World, mark: str, kib: int) -> None:
+    tail = world.require(world.interactive.stderr_tail, "stderr tail reported by waiting for the process")
+    expect(tail.startswith(mark),
+           f"the process wrote more stderr than the tail keeps, so earlier bytes were dropped and the tail must "
+           f"say so, starting with {mark!r}; it is {len(tail)} characters starting {tail[:16]!r}")
+    kept = len(tail[len(mark):].encode("utf-8"))
+    expect(kept <= kib * 1024,
+           f"the stderr tail keeps the newest {kib} KiB at most; after the cut mark it keeps {kept} bytes")
 
 
 @then(parsers.parse("the process's output ends within {seconds:d} seconds"))

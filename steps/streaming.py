@@ -148,6 +148,15 @@ def _(world: World, command: str, mode: str) -> None:
     _finish(world, _start(world, ExecRequest(command=command, sanitization=sanitization_mode(mode))))
 
 
+@when(parsers.re(r"I stream `(?P<command>.+)` with a timeout of (?P<seconds>\d+) seconds?$"))
+def _(world: World, command: str, seconds: str) -> None:
+    # Noted as a buffered run's timeout is, so the same verdict step reads it.
+    world.common.command_timeout_s = float(seconds)
+    started = time.monotonic()
+    _finish(world, _start(world, ExecRequest(command=command, timeout_s=float(seconds))))
+    world.common.command_answered_after_s = time.monotonic() - started
+
+
 @when(parsers.re(r"I stream `(?P<command>.+)` with every byte value from 0 to 255 as its stdin$"))
 def _(world: World, command: str) -> None:
     # A provider that never closes stdin leaves the command waiting: the timeout turns that into a verdict.
@@ -485,10 +494,12 @@ def _(world: World, head: int, tail: int, name: str) -> None:
     kept = _result_bytes(stream, tag)
     if kept != expected:
         where = "the head" if kept[:head] != expected[:head] else "the tail"
+        at = next((i for i, (a, b) in enumerate(zip(kept, expected)) if a != b), min(len(kept), len(expected)))
         raise AssertionError(
             f"with retained_output_limit {head + tail}, the result's {tag} should be the first {head} bytes plus "
-            f"the last {tail} bytes of the output; it is {len(kept)} bytes and {where} differs: starts "
-            f"{kept[:24]!r}, ends {kept[-24:]!r}; expected to start {expected[:24]!r} and end {expected[-24:]!r}")
+            f"the last {tail} bytes of the output (a stable head of limit/2 bytes, rounded down, and a rolling tail "
+            f"of the rest); it is {len(kept)} bytes and {where} differs, first at byte {at}: there it reads "
+            f"{kept[max(at - 8, 0):at + 8]!r}, expected {expected[max(at - 8, 0):at + 8]!r}")
 
 
 @then(parsers.parse("the result keeps nothing of {name}"))

@@ -10,6 +10,7 @@ import argparse
 import base64
 import binascii
 import copy
+import json
 import os
 import platform
 import sys
@@ -22,6 +23,7 @@ from conformance.reference.host_backend import BackendError, HostBackend, HostSa
 from conformance.reference.host_events import EventSource
 from conformance.reference.host_fs import FilesystemMethods
 from conformance.reference.host_interactive import InteractiveMethods
+from conformance.reference.sanitize import MODES as SANITIZATION_MODES
 from conformance.reference.stdio_server import (
     METHOD_NOT_FOUND,
     ArgumentsEnd,
@@ -471,6 +473,15 @@ class HostPlugin(FilesystemMethods, InteractiveMethods, StdioJsonRpcServer):
             raise invalid_spec("stdin_b64", "not valid base64") from None
 
     def run_spec(self, sandbox_id: str, spec: dict[str, Any], **kwargs: Any):
+        sanitization = spec.get("output_sanitization")
+        if sanitization is None:
+            sanitization = "raw"
+        if sanitization not in SANITIZATION_MODES:
+            # An enum value the protocol does not define: the params cannot be decoded (before any work is done).
+            method = "exec/stream" if kwargs.get("on_output") is not None else "exec/run"
+            raise RpcFailure(INVALID_PARAMS, f"invalid params for {method}: spec.output_sanitization: unknown "
+                                             f"variant {json.dumps(sanitization)}, expected one of raw, strip_ansi, "
+                                             "strip_all")
         sandbox = self.backend.get(sandbox_id)
         timeout_ms = spec.get("timeout_ms")
         return self.backend.run(
@@ -480,7 +491,7 @@ class HostPlugin(FilesystemMethods, InteractiveMethods, StdioJsonRpcServer):
             working_dir=spec.get("working_dir"),
             stdin=self.decode_stdin(spec),
             timeout_s=(timeout_ms / 1000) if timeout_ms is not None else 3600.0,
-            sanitization=spec.get("output_sanitization") or "raw",
+            sanitization=sanitization,
             **kwargs,
         )
 

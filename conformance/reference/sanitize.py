@@ -7,6 +7,7 @@ sequences, in their 7-bit and UTF-8-encoded C1 forms) and keeps standalone contr
 
 from __future__ import annotations
 
+MODES = ("raw", "strip_ansi", "strip_all")
 ESC = 0x1B
 BEL = 0x07
 _KEEP_CONTROLS = {0x09, 0x0A, 0x0D}
@@ -19,7 +20,7 @@ class Sanitizer:
     """Feed bytes in any chunking; the output is the same as sanitizing the whole stream at once."""
 
     def __init__(self, mode: str) -> None:
-        if mode not in ("raw", "strip_ansi", "strip_all"):
+        if mode not in MODES:
             raise ValueError(f"unknown output sanitization {mode!r}")
         self.mode = mode
         self._state = "text"

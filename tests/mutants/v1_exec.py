@@ -329,6 +329,15 @@ class _AnsiDropsControls(Sanitizer):
         super()._text_byte(byte, out)
 
 
+class _AnsiDropsC1Controls(Sanitizer):
+    def _step(self, byte: int, out: bytearray) -> None:
+        if self._state == "c2" and self.mode == "strip_ansi" and 0x80 <= byte <= 0x9F \
+                and byte not in (0x9B, 0x9D, 0x90, 0x98, 0x9E, 0x9F):
+            self._state = "text"  # a standalone C1 control (NEL, ...) removed, which only strip_all removes
+            return
+        super()._step(byte, out)
+
+
 class _NfEscapeKept(Sanitizer):
     def _step(self, byte: int, out: bytearray) -> None:
         if self._state == "esc" and 0x20 <= byte <= 0x2F:
@@ -373,6 +382,9 @@ mutant("sanitize-strip-all-keeps-vt-ff")(type("SanitizeStripAllKeepsVtFf", (_wit
     "__doc__": "strip_all keeps VT and FF, which are neither TAB, LF nor CR."}))
 mutant("sanitize-ansi-drops-controls")(type("SanitizeAnsiDropsControls", (_with_sanitizer(_AnsiDropsControls),), {
     "__doc__": "strip_ansi removes standalone control characters, which only strip_all removes."}))
+mutant("sanitize-ansi-drops-c1-controls")(type("SanitizeAnsiDropsC1Controls",
+                                               (_with_sanitizer(_AnsiDropsC1Controls),), {
+    "__doc__": "strip_ansi removes standalone UTF-8-encoded C1 controls (NEL ...), which only strip_all removes."}))
 mutant("sanitize-nf-escape-kept")(type("SanitizeNfEscapeKept", (_with_sanitizer(_NfEscapeKept),), {
     "__doc__": "Does not recognise ESC followed by intermediates (a character set designation such as ESC ( B)."}))
 mutant("sanitize-csi-ends-at-intermediate")(type("SanitizeCsiEndsAtIntermediate",

@@ -238,7 +238,8 @@ class SandboxDriverV1Adapter(JsonRpcAdapter):
     def exec(self, sandbox_id: str, request: ExecRequest) -> ExecOutcome:
         params = {"sandbox_id": sandbox_id, "spec": self.exec_spec(request)}
         try:
-            result = self._call("exec/run", params, request.timeout_s + self.call_timeout_s)
+            result = self.connection.request("exec/run", params, request.timeout_s + self.call_timeout_s,
+                                             check_params=not request.unchecked).result()
         except ApplicationErrorAnswer as error:
             return ExecOutcome("infra", None, None, None, b"", b"", None, error=error)
         return self.exec_outcome(result)

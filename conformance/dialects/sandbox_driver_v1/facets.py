@@ -154,7 +154,7 @@ class V1Streams(Streams):
         if retained_limit is not None:
             params["retained_output_limit"] = retained_limit
         return V1RunningExec(adapter.connection, exec_id, params, request.timeout_s + adapter.call_timeout_s,
-                             adapter.exec_outcome)
+                             adapter.exec_outcome, check_params=not request.unchecked)
 
     def cancel_exec(self, exec_id: str) -> None:
         self._call("exec/cancel", {"exec_id": exec_id})

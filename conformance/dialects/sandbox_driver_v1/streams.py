@@ -54,12 +54,12 @@ class V1RunningExec:
     """An ``exec/stream`` in flight."""
 
     def __init__(self, connection: JsonRpcConnection, exec_id: str, params: dict[str, Any], timeout_s: float,
-                 outcome_of: Any) -> None:
+                 outcome_of: Any, check_params: bool = True) -> None:
         self.exec_id = exec_id
         self._collector = _Collector(connection, ("exec/output", exec_id))
         self.started_at = time.monotonic()
         self._outcome_of = outcome_of
-        self.call: PendingCall = connection.request("exec/stream", params, timeout_s)
+        self.call: PendingCall = connection.request("exec/stream", params, timeout_s, check_params=check_params)
         self._outcome: StreamOutcome | None = None
 
     def done(self) -> bool:
