@@ -136,3 +136,4 @@ Feature: Errors, field encodings and tolerant reading
     Given a sandbox
     When I describe the sandbox
     Then each timestamp in the description is absent or seconds and nanoseconds since the epoch
+    And no timestamp in the description lies in the future

@@ -117,6 +117,20 @@ Feature: Sandbox lifecycle
       | start         |
       | stop          |
 
+  @id:list-by-label-case @req:SDP1-S16 @must
+  Scenario Outline: Listing by a label tells letter case apart in its <part>
+    Given a provider
+    When I create a sandbox labelled with two generated labels
+    And I create another sandbox whose first label differs only in the letter case of its <part>
+    And I list the sandboxes carrying the first label
+    Then the list includes the first sandbox
+    And the list does not include the other sandbox
+
+    Examples:
+      | part  |
+      | value |
+      | name  |
+
   # -- states and the lifecycle verbs ---------------------------------------------------------------
 
   # v1 has sandbox/stop and sandbox/start as core methods (the gate always applies there); the sketch
@@ -150,12 +164,13 @@ Feature: Sandbox lifecycle
     Then the command in the other sandbox still ends normally, printing "survived"
 
   @id:pause-resume-continues @req:SDP1-023 @req:SKETCH-013 @must @cap:lifecycle.pause
-  Scenario: A command that was running when the sandbox was paused carries on once it is resumed
+  Scenario: A command that was running when the sandbox was paused makes no progress until it is resumed, then carries on
     Given a sandbox
-    When I start streaming `printf started; sleep 2; printf finished`
+    When I start streaming `printf started; for i in $(seq 1 30); do sleep 0.05; printf .; done; printf finished`
     And the streamed command has printed something
     And I pause the sandbox
-    And I resume the sandbox
+    Then the streamed command prints nothing more while the sandbox stays paused
+    When I resume the sandbox
     Then the streamed command finishes within 15 seconds, printing "finished"
 
   @id:pause-resume @req:SDP1-023 @req:SKETCH-013 @must @cap:lifecycle.pause
@@ -287,6 +302,12 @@ Feature: Sandbox lifecycle
       | sandbox/checkpoint         |
       | sandbox/restore_checkpoint |
 
+  @id:list-after-stop @req:SDP1-S18 @should @cap:lifecycle.stop
+  Scenario: A stopped sandbox is listed in the state it is described in
+    Given a sandbox
+    When I stop the sandbox
+    Then listing by the sandbox's labels reports it in the state it is described in
+
   # -- what a creation spec may ask for --------------------------------------------------------------
 
   @id:creation-spec-field @req:SDP1-051 @req:SDP1-052 @must
@@ -317,6 +338,8 @@ Feature: Sandbox lifecycle
       | a new working directory | working_directory |
       | an allow-all network    | network           |
       | a blocked network       | network           |
+      | deletion once stopped   | ephemeral         |
+      | an unknown provider option | provider_config |
 
   @id:creation-spec-empty @req:SDP1-051 @must @dialect:sandbox-driver-v1
   Scenario Outline: A creation-spec field that must not be empty is refused as invalid_spec when it is: <field>
@@ -366,6 +389,12 @@ Feature: Sandbox lifecycle
     When I create a sandbox named with spaces and accented letters
     Then the sandbox's status reports that name
     And the sandbox's id is free of whitespace and control characters
+
+  @id:create-from-missing-image @req:SDP1-051 @must @dialect:sandbox-driver-v1
+  Scenario: A create from an image that does not exist is refused, never answered with a sandbox made another way
+    Given a provider
+    When I create a sandbox from an image that does not exist
+    Then the create is refused, naming source if it is refused as invalid_spec
 
   # -- snapshots and volumes -------------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ import base64
 import json
 import posixpath
 import re
+import time
 from typing import Any
 
 import pytest
@@ -525,3 +526,23 @@ def _(world: World) -> None:
     for name in ("created_at", "updated_at"):
         problem = _timestamp_problem(raw.get(name))
         expect(problem is None, f"{name} is {problem}: {raw.get(name)!r}")
+
+
+# Clock skew allowed between the provider and the suite: a remote provider's clock may be off, never by a day.
+CLOCK_SKEW_S = 86_400
+
+
+@then("no timestamp in the description lies in the future")
+def _(world: World) -> None:
+    status = world.last.expect_success("describe")
+    raw = status.raw if isinstance(status.raw, dict) else {}
+    now = time.time()
+    for name in ("created_at", "updated_at"):
+        value = raw.get(name)
+        if not isinstance(value, dict) or not isinstance(value.get("secs_since_epoch"), int):
+            continue
+        secs = value["secs_since_epoch"]
+        # secs_since_epoch counts seconds: milliseconds there put a sandbox made just now some 50,000 years ahead
+        expect(secs <= now + CLOCK_SKEW_S,
+               f"{name}.secs_since_epoch is {secs}, {secs - now:.0f} s after the suite's clock, for a sandbox made "
+               "moments ago; it counts seconds since the epoch (milliseconds, say, are not seconds)")

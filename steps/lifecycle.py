@@ -146,7 +146,7 @@ VOLUME_STATES = {"creating", "ready", "deleting", "deleted", "error", "unknown"}
 # While a sandbox settles into a state, it may pass through these first.
 SETTLING = {
     "stopped": {"stopping"}, "running": {"starting", "resuming", "restoring", "creating"},
-    "paused": {"pausing"}, "archived": {"archiving", "stopping"},
+    "paused": {"pausing"}, "archived": {"archiving", "stopping"}, "error": {"creating", "starting"},
 }
 SETTLE_TIMEOUT_S = 20.0
 COPY_ONLY_FILE = "conformance-written-in-copy"
@@ -180,6 +180,20 @@ def _settle(world: World, sandbox_id: str, wanted: str, provider: Any = None) ->
         world.lifecycle.states_seen.append(status.state)
         if status.state not in SETTLING.get(wanted, set()) or time.monotonic() >= deadline:
             return status
+        time.sleep(0.2)
+
+
+def _await_gone(world: World, sandbox_id: str) -> str | None:
+    """Describe until the sandbox is gone: None once it is not_found, else its last state (deleting, deleted, ...)."""
+    deadline = time.monotonic() + SETTLE_TIMEOUT_S
+    while True:
+        described = attempt(lambda: world.provider.describe(sandbox_id))
+        error = described.error
+        if isinstance(error, ApplicationErrorAnswer) and error.kind == "not_found":
+            return None
+        state = described.expect_success(f"describe of sandbox {sandbox_id}").state
+        if state in ("deleting", "deleted") or time.monotonic() >= deadline:
+            return state
         time.sleep(0.2)
 
 
@@ -245,6 +259,19 @@ def _(world: World) -> None:
 def _(world: World) -> None:
     other = {"conformance-first": world.token("other-value")}
     world.lifecycle.other_sandbox = world.provider.create(SandboxRequest(labels=other))
+
+
+@when(parsers.re(r"I create another sandbox whose first label differs only in the letter case of its "
+                 r"(?P<part>value|name)$"))
+def _(world: World, part: str) -> None:
+    value = _labels(world)["conformance-first"]
+    other = {"conformance-first": value.upper()} if part == "value" else {"conformance-first".upper(): value}
+    created = attempt(lambda: world.provider.create(SandboxRequest(labels=other)))
+    error = created.error
+    if isinstance(error, ApplicationErrorAnswer) and error.kind == "invalid_spec" and _names_field(error, "labels"):
+        # A backend that keeps labels in lower case only may refuse capitals; it must not fold them.
+        pytest.skip(f"the provider refuses a label with capitals in its {part} as invalid_spec naming labels: {error}")
+    world.lifecycle.other_sandbox = created.expect_success(f"a create labelled {other}")
 
 
 @when("I list the sandboxes carrying both labels")
@@ -444,6 +471,46 @@ def _(world: World, text: str) -> None:
 def _(world: World) -> None:
     sandbox_id = world.require_sandbox().id
     attempt(lambda: world.provider.start(sandbox_id)).expect_success("start")
+
+
+@then("listing by the sandbox's labels reports it in the state it is described in")
+def _(world: World) -> None:
+    sandbox = world.require_sandbox()
+    labels = dict(sandbox.status.labels)
+    described = _settle(world, sandbox.id, "stopped").state
+    # A list may lag a moment behind describe (the authoritative answer, section 10); it may not stay behind.
+    deadline = time.monotonic() + SETTLE_TIMEOUT_S
+    while True:
+        listed = {status.id: status.state for status in world.provider.list(labels or None)}
+        if listed.get(sandbox.id) == described or time.monotonic() >= deadline:
+            break
+        time.sleep(0.2)
+        described = world.provider.describe(sandbox.id).state
+    expect(sandbox.id in listed, f"listing by {labels} does not list sandbox {sandbox.id}, which carries them")
+    expect(listed[sandbox.id] == described,
+           f"listing by {labels} reports sandbox {sandbox.id} {listed[sandbox.id]!r} while describing it reports "
+           f"{described!r}, still after {SETTLE_TIMEOUT_S:.0f} s: a list answers each sandbox's status, the one "
+           "describe answers, not the status it had when it was created")
+
+
+# How long output written before a pause may still be on its way, and how long a paused command is watched.
+PAUSE_IN_FLIGHT_S = 0.3
+PAUSE_WATCH_S = 0.7
+
+
+@then("the streamed command prints nothing more while the sandbox stays paused")
+def _(world: World) -> None:
+    running = world.require(world.stream.running, "command started streaming")
+    _settle(world, world.require_sandbox().id, "paused")
+    time.sleep(PAUSE_IN_FLIGHT_S)
+    before = b"".join(c.data for c in running.chunks_so_far())
+    time.sleep(PAUSE_WATCH_S)
+    after = b"".join(c.data for c in running.chunks_so_far())
+    expect(not running.done(), f"the streamed command finished while its sandbox was paused, printing {after!r}: "
+                               "a paused sandbox's processes are frozen until it is resumed")
+    expect(after == before,
+           f"the streamed command went on printing while its sandbox was paused: {before!r} became {after!r} within "
+           f"{PAUSE_WATCH_S} s; a paused sandbox's processes make no progress until it is resumed")
 
 
 @when(parsers.re(r"I (?P<verb>pause|resume|archive) the sandbox$"))
@@ -949,10 +1016,12 @@ SETTINGS: dict[str, dict[str, Any]] = {
     # NetworkPolicy values (section 5.4) and the capability flag that offers each
     "an allow-all network": {"network": "allow_all"},
     "a blocked network": {"network": "block"},
+    # an ephemeral sandbox is deleted as soon as it stops (upstream's Daytona plugin: auto-delete at once)
+    "deletion once stopped": {"ephemeral": True},
 }
 NETWORK_FLAGS = {"an allow-all network": "network.allow_all", "a blocked network": "network.block_all"}
 SETTING_NAMES = r"a GPU|a 1024 MiB disk|a one-hour ttl|a volume mount|a new working directory|an allow-all network|" \
-                r"a blocked network"
+                r"a blocked network|deletion once stopped|an unknown provider option"
 
 
 def _setting_spec(world: World, setting: str) -> dict[str, Any]:
@@ -968,6 +1037,11 @@ def _setting_spec(world: World, setting: str) -> dict[str, Any]:
         directory = f"/tmp/{world.token('conformance-workdir')}"
         world.lifecycle.spec_asked = directory
         return {"working_directory": directory}
+    if setting == "an unknown provider option":
+        # provider_config is the plugin's own (section 8.2); an option no plugin defines cannot be honoured
+        option = world.token("conformance-option").replace("-", "_")
+        world.lifecycle.spec_asked = option
+        return {"provider_config": {option: True}}
     return SETTINGS[setting]
 
 
@@ -999,6 +1073,14 @@ def _has_setting(world: World, setting: str) -> tuple[bool, str]:
         seen = world.provider.exec(sandbox_id, ExecRequest(f"cd '{directory}' && pwd -P"))
         asked = seen.stdout.decode(errors="replace").strip() if seen.outcome == "ran" and seen.exit_code == 0 else None
         return asked is not None and here == asked, f"its commands run in {here!r}, not in {directory!r}"
+    if setting == "deletion once stopped":
+        attempt(lambda: world.provider.stop(sandbox_id)).expect_success("stop of a sandbox created ephemeral")
+        state = _await_gone(world, sandbox_id)
+        return state in (None, "deleting", "deleted"), (f"once stopped it is still described {state!r} after "
+                                                        f"{SETTLE_TIMEOUT_S:.0f} s, not deleted")
+    if setting == "an unknown provider option":
+        return False, (f"it took provider_config option {_spec_asked(world)!r}, which no provider defines, so the "
+                       "option was dropped")
     if setting in NETWORK_FLAGS:
         flag = NETWORK_FLAGS[setting]
         return world.provider.capabilities.declares(flag), f"the provider declares {flag} false, so it does not offer it"
@@ -1132,6 +1214,35 @@ def _(world: World) -> None:
     bad = [c for c in sandbox_id if c.isspace() or unicodedata.category(c).startswith("C")]
     expect(sandbox_id != "" and not bad, f"a sandbox id must be free of whitespace and control characters "
                                          f"whatever the sandbox's name; it is {sandbox_id!r}")
+
+
+@when("I create a sandbox from an image that does not exist")
+def _(world: World) -> None:
+    # .invalid is a reserved top-level domain (RFC 2606): no registry serves it, so no provider has the image
+    reference = f"conformance.invalid/{world.token('absent-image')}:absent"
+    world.lifecycle.spec_asked = reference
+    request = SandboxRequest(extra={"source": {"image": {"reference": reference}}})
+    world.last = attempt(lambda: world.provider.create(request))
+    if world.last.error is None:
+        world.sandbox = world.last.answer
+
+
+@then("the create is refused, naming source if it is refused as invalid_spec")
+def _(world: World) -> None:
+    reference = _spec_asked(world)
+    if world.last.error is None:
+        # A provider may answer at once and fail the build later: the sandbox then settles in state error.
+        state = _settle(world, world.require_sandbox().id, "error").state
+        expect(state == "error",
+               f"a create from image {reference!r}, which no registry has, answered sandbox "
+               f"{world.require_sandbox().id} in state {state!r}: that sandbox was not made from the image asked "
+               "for; a source the provider cannot create from is refused (invalid_spec naming source when the "
+               "provider cannot create from images at all), never replaced by another")
+        return
+    error = world.last.expect_application_error(f"a create from image {reference!r}")
+    if error.kind == "invalid_spec":
+        expect(_names_field(error, "source"), f"a create from image {reference!r} was refused as invalid_spec, but "
+                                              f"detail.field is {error.detail.get('field')!r} instead of 'source'")
 
 
 @then("the sandbox's status reports that name")
