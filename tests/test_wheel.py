@@ -64,7 +64,8 @@ def test_an_installed_wheel_runs_the_suite_from_an_unrelated_directory(wheel: Pa
                    capture_output=True)
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    run = subprocess.run([str(venv / "bin" / "sandbox-conformance"), "run"], cwd=elsewhere,
+    # Two workers: the point is that features, steps and schemas travel in the wheel, not the run's length.
+    run = subprocess.run([str(venv / "bin" / "sandbox-conformance"), "run", "-n", "2"], cwd=elsewhere,
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     results = json.loads((elsewhere / "reports" / "results.json").read_text())
