@@ -32,7 +32,14 @@ from conformance.adapter import (
     Terminals,
     Wire,
 )
-from conformance.errors import ApplicationErrorAnswer, CapabilityNotDeclared, NotDriven, NotExpressible, ProviderCallError
+from conformance.errors import (
+    ApplicationErrorAnswer,
+    CapabilityNotDeclared,
+    NotDriven,
+    NotExpressible,
+    ProtocolErrorAnswer,
+    ProviderCallError,
+)
 
 from ._state import (
     CapabilitiesState,
@@ -359,3 +366,17 @@ def answered(request_id: Any) -> Callable[[list[Any]], bool]:
 
 def answers_counted(count: int) -> Callable[[list[Any]], bool]:
     return lambda received: sum(1 for m in received if is_answer(m)) >= count
+
+
+def answered_error_code(world: World) -> int | None:
+    """The JSON-RPC error code of the last answer: the raw reply's when a raw probe ran, else the last call's."""
+    if world.common.raw_reply is not None:
+        reply = world.common.raw_reply.message
+        expect(reply is not None, "the provider did not answer at all")
+        expect(isinstance(reply, dict) and isinstance(reply.get("error"), dict),
+               f"the provider should answer with an error object, it sent {reply!r}")
+        return reply["error"].get("code")
+    error = world.last.error
+    expect(error is not None, f"the call should fail, but it succeeded with {world.last.answer!r}")
+    expect(isinstance(error, ProtocolErrorAnswer | ApplicationErrorAnswer), f"unexpected answer {error}")
+    return error.code

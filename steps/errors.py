@@ -13,11 +13,12 @@ import pytest
 from pytest_bdd import given, parsers, then, when
 
 from conformance.adapter import EventRoute, ExecOutcome, ExecRequest, SandboxHandle, SandboxRequest
-from conformance.errors import ApplicationErrorAnswer, ProtocolErrorAnswer, ProviderCallError
+from conformance.errors import ApplicationErrorAnswer, ProviderCallError
 
 from ._shared import (
     RAW_ID_BASE,
     World,
+    answered_error_code,
     answers_counted,
     attempt,
     exchange,
@@ -98,10 +99,7 @@ def _(world: World, code: int, meaning: str, reading: str) -> None:
         expect(isinstance(world.last.answer, dict),
                f"read as {reading}, the request should get that method's answer, the provider sent {world.last.answer!r}")
         return
-    error = world.last.error
-    expect(error is not None, f"the call should fail with {code} ({meaning}), but it succeeded with {world.last.answer!r}")
-    expect(isinstance(error, ProtocolErrorAnswer | ApplicationErrorAnswer), f"unexpected answer {error}")
-    answered = error.code
+    answered = answered_error_code(world)
     expect(answered == code, f"expected JSON-RPC error {code} ({meaning}), the provider answered code {answered}")
 
 

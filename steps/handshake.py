@@ -7,9 +7,9 @@ import re
 
 from pytest_bdd import parsers, then, when
 
-from conformance.errors import ApplicationErrorAnswer, ProtocolErrorAnswer
+from conformance.errors import ApplicationErrorAnswer
 
-from ._shared import Attempt, World, attempt, expect
+from ._shared import Attempt, World, answered_error_code, attempt, expect
 from ._state import RawReply
 
 KIND_RULE = re.compile(r"^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$")
@@ -126,22 +126,9 @@ def _next_response(raw, timeout_s: float):
     return message
 
 
-def _error_code(world: World) -> int | None:
-    if world.common.raw_reply is not None:
-        reply = world.common.raw_reply.message
-        expect(reply is not None, "the provider did not answer at all")
-        expect(isinstance(reply, dict) and isinstance(reply.get("error"), dict),
-               f"the provider should answer with an error object, it sent {reply!r}")
-        return reply["error"].get("code")
-    error = world.last.error
-    expect(error is not None, f"the call should fail, but it succeeded with {world.last.answer!r}")
-    expect(isinstance(error, ProtocolErrorAnswer | ApplicationErrorAnswer), f"unexpected answer {error}")
-    return error.code
-
-
 @then(parsers.parse('the answer is the JSON-RPC error {code:d} "{meaning}"'))
 def _(world: World, code: int, meaning: str) -> None:
-    answered = _error_code(world)
+    answered = answered_error_code(world)
     expect(answered == code, f"expected JSON-RPC error {code} ({meaning}), the provider answered code {answered}")
 
 

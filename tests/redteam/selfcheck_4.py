@@ -7,22 +7,21 @@ reference plugin must pass it and the mutant must fail it.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 
 # The client and helpers every self-check shares.
 from tests.redteam.selfcheck_client import (  # noqa: F401 -- re-exported for the later self-checks
-    Client,
     HONEST,
     INIT,
     PY,
     ROUTE,
+    Client,
     d64,
     detail,
+    drive,
     e64,
     err,
     events,
@@ -38,7 +37,6 @@ from tests.redteam.selfcheck_client import (  # noqa: F401 -- re-exported for th
     stream,
     stream_id,
 )
-
 
 # ---------------------------------------------------------------- checks: True = conforming
 
@@ -808,52 +806,11 @@ def _stdio(cl, command, pid="p1"):
 # ---------------------------------------------------------------- driver
 
 
-def starts(name: str) -> bool:
-    try:
-        out = subprocess.run(mutant_cmd(name), input=INIT, capture_output=True, timeout=15, check=False).stdout
-    except subprocess.TimeoutExpired:
-        return False
-    lines = [json.loads(line) for line in out.splitlines() if line.strip()]
-    return any(m.get("id") == 1 and m.get("result", {}).get("protocol_version") == 1 for m in lines)
 
-
-def conforms(cmd: list[str], fn: Callable[[Client], bool], env: dict[str, str] | None = None) -> bool | str:
-    cl = Client(cmd, env)
-    try:
-        return bool(fn(cl))
-    except Exception as exc:  # noqa: BLE001 - a mutant may answer garbage
-        return f"error: {exc!r}"
-    finally:
-        cl.close()
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tests.redteam import load
-    only = set(argv if argv is not None else sys.argv[1:])
-    names = sorted(n for n in load() if n.startswith("b4_") and (not only or n in only))
-    failures = 0
-    with ThreadPoolExecutor(8) as pool:
-        started = dict(zip(names, pool.map(starts, names)))
-        for name in names:
-            if not started[name]:
-                failures += 1
-                print(f"FAIL start {name}")
-        print(f"{sum(started.values())}/{len(names)} mutants start and answer initialize")
-        missing = [n for n in names if n not in CHECKS]
-        for name in missing:
-            print(f"note: no reachability check for {name}")
-        jobs = {name: (pool.submit(conforms, HONEST, fn, CHECK_ENV.get(name)),
-                       pool.submit(conforms, mutant_cmd(name), fn, CHECK_ENV.get(name)))
-                for name, fn in CHECKS.items() if name in names}
-        reached = 0
-        for name, (honest, mutant) in jobs.items():
-            h, m = honest.result(), mutant.result()
-            good = h is True and m is not True
-            reached += good
-            failures += not good
-            print(f"{'ok  ' if good else 'FAIL'} reach {name}: honest={h} mutant={m}")
-    print(f"{reached}/{len(jobs)} faults reached (honest conforms, mutant does not)")
-    return 1 if failures else 0
+    return drive("b4_", CHECKS, argv, CHECK_ENV)
 
 
 if __name__ == "__main__":

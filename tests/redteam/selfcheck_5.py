@@ -13,10 +13,8 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 
 from tests.redteam.selfcheck_4 import (
-    HONEST,
     INIT,
     ROUTE,
     Client,
@@ -25,20 +23,18 @@ from tests.redteam.selfcheck_4 import (
     _read,
     _run,
     _write,
-    conforms,
     d64,
     detail,
+    drive,
     e64,
     err,
     events,
     kind,
-    mutant_cmd,
     ok,
     outputs,
     pty_session,
     setup,
     sid_of,
-    starts,
     stdio_all,
     stream_id,
 )
@@ -637,32 +633,7 @@ def _(cl):
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tests.redteam import load
-    only = set(argv if argv is not None else sys.argv[1:])
-    names = sorted(n for n in load() if n.startswith("b5_") and (not only or n in only))
-    failures = 0
-    with ThreadPoolExecutor(8) as pool:
-        started = dict(zip(names, pool.map(starts, names)))
-        for name in names:
-            if not started[name]:
-                failures += 1
-                print(f"FAIL start {name}")
-        print(f"{sum(started.values())}/{len(names)} mutants start and answer initialize")
-        missing = [n for n in names if n not in CHECKS]
-        for name in missing:
-            failures += 1
-            print(f"FAIL no reachability check for {name}")
-        jobs = {name: (pool.submit(conforms, HONEST, fn), pool.submit(conforms, mutant_cmd(name), fn))
-                for name, fn in CHECKS.items() if name in names}
-        reached = 0
-        for name, (honest, mutant) in jobs.items():
-            h, m = honest.result(), mutant.result()
-            good = h is True and m is not True
-            reached += good
-            failures += not good
-            print(f"{'ok  ' if good else 'FAIL'} reach {name}: honest={h} mutant={m}")
-    print(f"{reached}/{len(jobs)} faults reached (honest conforms, mutant does not)")
-    return 1 if failures else 0
+    return drive("b5_", CHECKS, argv)
 
 
 if __name__ == "__main__":

@@ -13,10 +13,8 @@ import os
 import sys
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 
 from tests.redteam.selfcheck_4 import (
-    HONEST,
     ROUTE,
     Client,
     _describe,
@@ -24,20 +22,18 @@ from tests.redteam.selfcheck_4 import (
     _read,
     _run,
     _write,
-    conforms,
     d64,
     detail,
+    drive,
     e64,
     err,
     events,
     kind,
-    mutant_cmd,
     ok,
     outputs,
     pty_session,
     setup,
     sid_of,
-    starts,
     stream_id,
 )
 
@@ -688,33 +684,7 @@ def _(cl):
 
 
 def main(argv: list[str] | None = None) -> int:
-    from tests.redteam import load
-    only = set(argv if argv is not None else sys.argv[1:])
-    names = sorted(n for n in load() if n.startswith("b6_") and (not only or n in only))
-    failures = 0
-    with ThreadPoolExecutor(3) as pool:
-        started = dict(zip(names, pool.map(starts, names)))
-        for name in names:
-            if not started[name]:
-                failures += 1
-                print(f"FAIL start {name}")
-        print(f"{sum(started.values())}/{len(names)} mutants start and answer initialize")
-        for name in names:
-            if name not in CHECKS:
-                failures += 1
-                print(f"FAIL no reachability check for {name}")
-        jobs = {name: (pool.submit(conforms, HONEST, fn, CHECK_ENV.get(name)),
-                       pool.submit(conforms, mutant_cmd(name), fn, CHECK_ENV.get(name)))
-                for name, fn in CHECKS.items() if name in names}
-        reached = 0
-        for name, (honest, mutant) in jobs.items():
-            h, m = honest.result(), mutant.result()
-            good = h is True and m is not True
-            reached += good
-            failures += not good
-            print(f"{'ok  ' if good else 'FAIL'} reach {name}: honest={h} mutant={m}", flush=True)
-    print(f"{reached}/{len(jobs)} faults reached (honest conforms, mutant does not)")
-    return 1 if failures else 0
+    return drive("b6_", CHECKS, argv, CHECK_ENV, workers=3)
 
 
 if __name__ == "__main__":

@@ -205,3 +205,63 @@ def stdio_all(cl: Client, process_id: str, limit: int = 50) -> bytes:
 
 
 ROUTE = {"route_id": "route-1", "correlation_id": "corr-1"}
+
+
+# -- the driver every set's self-check runs -------------------------------------------------------------
+
+
+def starts(name: str) -> bool:
+    """Does the mutant ``name`` start and answer initialize for version 1?"""
+    try:
+        out = subprocess.run(mutant_cmd(name), input=INIT, capture_output=True, timeout=15, check=False).stdout
+    except subprocess.TimeoutExpired:
+        return False
+    lines = [json.loads(line) for line in out.splitlines() if line.strip()]
+    return any(m.get("id") == 1 and m.get("result", {}).get("protocol_version") == 1 for m in lines)
+
+
+def conforms(cmd: list[str], fn: Callable[[Client], bool], env: dict[str, str] | None = None) -> bool | str:
+    """The check ``fn`` against the plugin ``cmd``: True when it behaves as the protocol says."""
+    cl = Client(cmd, env)
+    try:
+        return bool(fn(cl))
+    except Exception as exc:  # noqa: BLE001 - a mutant may answer garbage
+        return f"error: {exc!r}"
+    finally:
+        cl.close()
+
+
+def drive(prefix: str, checks: dict[str, Callable[[Client], bool]], argv: list[str] | None,
+          env: dict[str, dict[str, str]] | None = None, workers: int = 8, missing_fails: bool = True) -> int:
+    """Run a set's self-check: every mutant named ``prefix*`` (or only those in ``argv``) starts, and each
+    check passes against the honest plugin and fails against its mutant. Exit status 1 on any failure."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tests.redteam import load
+
+    env = env or {}
+    only = set(argv if argv is not None else sys.argv[1:])
+    names = sorted(n for n in load() if n.startswith(prefix) and (not only or n in only))
+    failures = 0
+    with ThreadPoolExecutor(workers) as pool:
+        started = dict(zip(names, pool.map(starts, names)))
+        for name in names:
+            if not started[name]:
+                failures += 1
+                print(f"FAIL start {name}")
+        print(f"{sum(started.values())}/{len(names)} mutants start and answer initialize")
+        for name in (n for n in names if n not in checks):
+            failures += missing_fails
+            print(f"{'FAIL' if missing_fails else 'note:'} no reachability check for {name}")
+        jobs = {name: (pool.submit(conforms, HONEST, fn, env.get(name)),
+                       pool.submit(conforms, mutant_cmd(name), fn, env.get(name)))
+                for name, fn in checks.items() if name in names}
+        reached = 0
+        for name, (honest, mutant) in jobs.items():
+            h, m = honest.result(), mutant.result()
+            good = h is True and m is not True
+            reached += good
+            failures += not good
+            print(f"{'ok  ' if good else 'FAIL'} reach {name}: honest={h} mutant={m}", flush=True)
+    print(f"{reached}/{len(jobs)} faults reached (honest conforms, mutant does not)")
+    return 1 if failures else 0
