@@ -45,3 +45,6 @@ bench: setup
 	$(BIN)/python benchmarks/suite_wall_time.py
 	$(BIN)/python benchmarks/rest_overhead.py
 	$(BIN)/python benchmarks/inprocess_overhead.py
+	$(BIN)/python benchmarks/v2_channel_throughput.py
+	$(BIN)/python benchmarks/wire_costs.py
+	$(BIN)/python benchmarks/stream_costs.py

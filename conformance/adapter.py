@@ -9,7 +9,7 @@ The adapter has a small core every dialect implements (handshake, create, descri
 exec, attach/start/stop, health, shutdown, and the harness members the session and the plugin use),
 and optional **facets**: attributes that are an object when the dialect has that kind of thing and
 ``None`` when it has not — ``files``, ``processes``, ``terminals``, ``streams``, ``operations``,
-``events``, ``credentials`` and ``wire``. A step that needs a facet the dialect lacks skips the
+``events``, ``credentials``, ``wire`` and ``channels`` (per-operation data channels). A step that needs a facet the dialect lacks skips the
 scenario as not expressible (``steps/_shared.py``: ``World.facet``).
 """
 
@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from conformance.errors import NotExpressible, ProviderCallError
+from conformance.errors import HarnessError, NotExpressible, ProviderCallError
 from conformance.transcript import Transcript
 
 
@@ -41,6 +41,9 @@ class Capabilities:
     # ``access.ssh_revoke`` beside the enum name ``access.ssh.revoke``); both are accepted where a provider
     # names a capability, e.g. in an unsupported refusal.
     spellings: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    # How the provider isolates sandboxes from the host that runs it ("none", "container", "vm"), where its
+    # dialect declares it; None where it does not.
+    isolation: str | None = None
 
     def names_of(self, name: str) -> set[str]:
         """Every spelling of the capability ``name``: itself and its aliases, whichever way round."""
@@ -66,6 +69,9 @@ class ProviderIdentity:
     dialect: str
     transport: str  # "stdio" or "http"
     command: str  # how the suite reaches it: a command line or a URL (secrets redacted on output)
+    # How the dialect was settled, in words for the report: what the suite asked and what the provider
+    # answered ("v2 (asked v2)", "v1 (the plugin refused v2: …)"); empty where nothing was negotiated.
+    negotiation: str = ""
 
 
 @dataclass
@@ -149,6 +155,22 @@ class ExecRequest:
     # The scenario asks for something the protocol does not define on purpose (a provider must refuse it): the
     # dialect sends the request as it is instead of refusing to send params its own schema rejects.
     unchecked: bool = False
+    # Run exactly this argument vector, no shell (``command`` is then unused): the program gets ``env`` as
+    # given. Only dialects that run argument vectors can express it.
+    argv: tuple[str, ...] | None = None
+    # How long the provider's own stops (its timeout) wait between asking the command to end and killing it.
+    stop_grace_s: float | None = None
+    # Send the command and its environment and no timeout, leaving it (and every optional field the request
+    # does not set) to the provider's defaults, as the dialect's earliest writers did.
+    minimal_spec: bool = False
+    # Fields the protocol does not define, sent on purpose beside the command's spec and inside it: a reader
+    # must ignore what it does not know.
+    undefined_fields: Mapping[str, Any] = field(default_factory=dict)
+    # Feed the command's input while it runs, through ``RunningExec.write_stdin`` and ``close_stdin`` (a
+    # streaming exec only; ``stdin`` is then unused): whole input sent up front cannot tell a provider that
+    # streams it from one that collects it to the host's end of file first. Only dialects that stream a
+    # command's input can express it.
+    live_stdin: bool = False
 
 
 Outcome = Literal["ran", "infra"]
@@ -203,12 +225,119 @@ class CaptureStats:
     truncated: bool
 
 
+# What a StreamRecord keeps, whatever the volume: the first chunks with their bytes (enough for every
+# scenario that reads chunks one by one or joins a small output), a few late ones, and per stream its
+# length and edges. A scenario that judges a large volume does it as the chunks arrive (an observer).
+STREAM_CHUNKS_KEPT = 4096
+STREAM_BYTES_KEPT = 1 << 20
+STREAM_LATE_KEPT = 64
+STREAM_EDGE_BYTES = 4096
+
+# Called with every chunk that arrived before the response, on the thread that reads it: it must be quick.
+ChunkObserver = Callable[[OutputChunk], None]
+
+
+@dataclass
+class StreamTotals:
+    """One output stream's chunks that came before the response: how many, how long, its first and last bytes."""
+
+    chunks: int = 0
+    length: int = 0
+    head: bytearray = field(default_factory=bytearray)
+    tail: bytearray = field(default_factory=bytearray)
+
+    def add(self, data: bytes, edge: int) -> None:
+        self.chunks += 1
+        self.length += len(data)
+        if len(self.head) < edge:
+            self.head += data[:edge - len(self.head)]
+        self.tail += data[-edge:]
+        if len(self.tail) > 2 * edge:  # trimmed now and then, so a tail costs O(1) a byte
+            del self.tail[:-edge]
+
+    def last(self, edge: int = STREAM_EDGE_BYTES) -> bytes:
+        return bytes(self.tail[-edge:])
+
+
+class StreamRecord:
+    """A stream's output as it arrives, in bounded memory, shared by the reader that fills it and the
+    scenario that reads it: late chunks (after the response) keep landing in it after the answer."""
+
+    def __init__(self, observers: tuple[ChunkObserver, ...] = (), chunks_kept: int = STREAM_CHUNKS_KEPT,
+                 bytes_kept: int = STREAM_BYTES_KEPT, late_kept: int = STREAM_LATE_KEPT,
+                 edge_bytes: int = STREAM_EDGE_BYTES) -> None:
+        self._observers = observers
+        self._chunks_kept, self._bytes_kept, self._late_kept, self._edge = chunks_kept, bytes_kept, late_kept, edge_bytes
+        self._kept: list[OutputChunk] = []
+        self._late: list[OutputChunk] = []
+        self._kept_bytes = 0
+        self.dropped = 0  # chunks before the response whose bytes were counted but not kept
+        self.count = 0
+        self.late_count = 0
+        self.late_lengths: dict[str, int] = {}
+        self.tags: set[str] = set()
+        self.totals: dict[str, StreamTotals] = {}
+        self.observer_error: BaseException | None = None
+        self._changed = threading.Condition()
+
+    def add(self, at: float, sequence: int, stream: str, data: bytes, late: bool = False) -> None:
+        chunk = OutputChunk(at, sequence, stream, data)
+        with self._changed:
+            self.count += 1
+            self.tags.add(stream)
+            if late:
+                self.late_count += 1
+                self.late_lengths[stream] = self.late_lengths.get(stream, 0) + len(data)
+                if len(self._late) < self._late_kept:
+                    self._late.append(chunk)
+            else:
+                self.totals.setdefault(stream, StreamTotals()).add(data, self._edge)
+                if (not self.dropped and len(self._kept) < self._chunks_kept
+                        and self._kept_bytes + len(data) <= self._bytes_kept):
+                    self._kept.append(chunk)
+                    self._kept_bytes += len(data)
+                else:
+                    self.dropped += 1
+            self._changed.notify_all()
+        if not late and self.observer_error is None:
+            try:
+                for observer in self._observers:
+                    observer(chunk)
+            except Exception as error:  # noqa: BLE001 - the suite's own bug, raised where the scenario reads the stream
+                self.observer_error = error
+
+    def chunks(self) -> list[OutputChunk]:
+        """The kept chunks in arrival order: the first ones before the response, then the first late ones."""
+        with self._changed:
+            return self._kept + self._late
+
+    def streamed(self, stream: str | None = None) -> bytes:
+        """Every byte that came before the response (of one stream, or all), joined; only while it fit."""
+        with self._changed:
+            if self.dropped:
+                lengths = {tag: totals.length for tag, totals in self.totals.items()}
+                raise HarnessError(f"the stream carried {self.count} chunks ({lengths} bytes), more than a record "
+                                   f"keeps whole ({self._chunks_kept} chunks, {self._bytes_kept} bytes): a scenario "
+                                   f"judging that much output does it as it arrives, with an observer")
+            return b"".join(c.data for c in self._kept if stream is None or c.stream == stream)
+
+    def check_observers(self) -> None:
+        if self.observer_error is not None:
+            raise HarnessError(f"a stream observer failed: {self.observer_error!r}") from self.observer_error
+
+    def wait_until(self, condition: Callable[[StreamRecord], bool], timeout_s: float) -> bool:
+        """Wait (on arrivals, not a clock) until ``condition(self)`` holds; False at the deadline."""
+        with self._changed:
+            return self._changed.wait_for(lambda: condition(self), timeout_s)
+
+
 @dataclass
 class StreamOutcome:
-    """A streaming exec: the final outcome, every chunk as it arrived, and the provider's claims."""
+    """A streaming exec: the final outcome, its output record (bounded; late chunks keep arriving in it)
+    and the provider's claims."""
 
     result: ExecOutcome
-    chunks: list[OutputChunk]
+    record: StreamRecord
     started_at: float
     answered_at: float | None
     answer_sequence: int | None
@@ -216,10 +345,36 @@ class StreamOutcome:
     streams_separated: bool | None = None
     stdout_capture: CaptureStats | None = None
     stderr_capture: CaptureStats | None = None
-    late_chunks: int = 0  # chunks that arrived after the response
+
+    @property
+    def chunks(self) -> list[OutputChunk]:
+        return self.record.chunks()
+
+    @property
+    def late_chunks(self) -> int:
+        """Chunks that arrived after the response, so far."""
+        return self.record.late_count
 
     def streamed(self, stream: str | None = None) -> bytes:
-        return b"".join(c.data for c in self.chunks if stream is None or c.stream == stream)
+        return self.record.streamed(stream)
+
+    def await_late(self, timeout_s: float, unstated_s: float = 0.3) -> bool:
+        """Wait until the chunks, before and after the response, carry as many bytes of each stream as the
+        provider's capture statistics say it observed: output it wrote after its answer is on the wire
+        behind it and may arrive any time later. Returns at once when nothing is missing; False when the
+        bytes are still missing at the deadline. A result without statistics (they are optional) says
+        nothing of what may still come: then wait ``unstated_s``, or until a late chunk shows up."""
+        wanted = {tag: capture.observed_bytes for tag, capture in
+                  (("stdout", self.stdout_capture), ("stderr", self.stderr_capture)) if capture is not None}
+        if not wanted:
+            self.record.wait_until(lambda record: record.late_count > 0, unstated_s)
+            return True
+
+        def complete(record: StreamRecord) -> bool:
+            return all((record.totals[tag].length if tag in record.totals else 0) + record.late_lengths.get(tag, 0)
+                       >= observed for tag, observed in wanted.items())
+
+        return self.record.wait_until(complete, timeout_s)
 
 
 @dataclass(frozen=True)
@@ -276,9 +431,19 @@ class RunningExec(Protocol):
 
     def wait(self, timeout_s: float | None = None) -> StreamOutcome: ...
 
-    def chunks_so_far(self) -> list[OutputChunk]: ...
+    def chunks_so_far(self) -> list[OutputChunk]:
+        """The chunks kept so far (``StreamRecord.chunks``)."""
+        ...
 
     def done(self) -> bool: ...
+
+    def write_stdin(self, data: bytes) -> None:
+        """Send ``data`` to the command's input now (an exec started with ``ExecRequest.live_stdin``)."""
+        ...
+
+    def close_stdin(self) -> None:
+        """End the command's input (the host's end of file); once, later calls do nothing."""
+        ...
 
 
 class RunningFollow(Protocol):
@@ -291,6 +456,10 @@ class RunningFollow(Protocol):
     def chunks_so_far(self) -> list[OutputChunk]: ...
 
     def done(self) -> bool: ...
+
+    def await_output(self, timeout_s: float) -> bool:
+        """Wait (on arrivals) until some output has come, before or after the answer; False at the deadline."""
+        ...
 
     @property
     def answer_sequence(self) -> int | None: ...
@@ -385,6 +554,14 @@ class VolumeList(OperationResult):
 @dataclass(frozen=True, repr=False)
 class PreviewUrl(OperationResult):
     url: str | None = None
+    headers: Mapping[str, str] = field(default_factory=dict)  # what a request to the URL must carry
+
+
+@dataclass(frozen=True, repr=False)
+class SandboxEnvironment(OperationResult):
+    """The environment a command in the sandbox starts with, as the provider reports it."""
+
+    variables: Mapping[str, str] | None = None  # None: the answer carries no such map
 
 
 @dataclass(frozen=True, repr=False)
@@ -488,15 +665,26 @@ class Terminals(ABC):
 class Streams(ABC):
     """Output that arrives while an operation runs: streaming exec and log follows, and cancelling them."""
 
+    dialect: str = "unknown"  # named in what the facet cannot express
+
     @abstractmethod
     def start_exec(self, sandbox_id: str, request: ExecRequest, retained_limit: int | None = None,
-                   exec_id: str | None = None) -> RunningExec: ...
+                   exec_id: str | None = None, observers: tuple[ChunkObserver, ...] = ()) -> RunningExec:
+        """Start ``request``; every chunk that comes before the response also goes to each of ``observers``
+        as it arrives (what a scenario judging a large volume compares as it comes)."""
 
     def exec(self, sandbox_id: str, request: ExecRequest, retained_limit: int | None = None) -> StreamOutcome:
         return self.start_exec(sandbox_id, request, retained_limit).wait()
 
     @abstractmethod
     def cancel_exec(self, exec_id: str) -> None: ...
+
+    def stop_exec(self, exec_id: str, level: Literal["term", "kill"]) -> None:
+        """Stop a running exec: ``term`` asks it to end (the cancellation ``cancel_exec`` sends), ``kill``
+        ends it outright. A dialect whose only stop is a cancellation cannot express ``kill``."""
+        if level != "term":
+            raise NotExpressible(self.dialect, f"stopping an exec at level {level!r}")
+        self.cancel_exec(exec_id)
 
     @abstractmethod
     def start_log_follow(self, sandbox_id: str, source: str, stream_id: str | None = None) -> RunningFollow: ...
@@ -547,6 +735,113 @@ class Credentials(ABC):
 
 
 @dataclass(frozen=True)
+class ChannelRecord:
+    """What one byte-moving call did on its data channel, as the suite saw it (metadata, never bytes)."""
+
+    method: str
+    opened: bool  # the plugin connected and sent a matching ``open`` frame
+    acknowledge_asked: bool  # its ``open`` asked for the host's acknowledgment
+    ack_offered: bool  # the suite announced ``open_ack: true`` at initialize
+    ack_sent_at: float | None  # when the suite sent its acknowledgment (monotonic), if it did
+    first_data_at: float | None  # when the plugin's first data frame arrived (monotonic)
+    frames: tuple[tuple[str, int], ...]  # every inbound frame after ``open``: (kind name, payload length)
+    plugin_eofs: int
+    eof_before_answer: bool | None  # the plugin's eof was on the wire before the response (None: unknown yet)
+    answered_ok: bool | None  # the response was a success (None: not answered yet)
+    problems: tuple[str, ...]  # the channel rules the plugin broke on this channel
+
+
+@dataclass(frozen=True)
+class HostChannelFaults:
+    """Host-side faults the next byte-moving call commits on purpose, to see the provider refuse them."""
+
+    withhold_ack: bool = False  # never acknowledge an ``open`` that asks for it
+    ack_delay_s: float = 0.0  # acknowledge this late
+    extra_frame_kind: int | None = None  # a frame of this kind byte, sent before the input
+    # A stdin header announcing one byte more than the frame limit, followed by that many bytes, before the
+    # input: a plugin that wrongly accepts it reads a whole frame and carries on.
+    oversized_header: bool = False
+    data_after_eof: bool = False  # a stdin frame right behind the host's eof (in the same write)
+    close_before_eof: bool = False  # close the channel without sending the host's eof
+    content_length_delta: int = 0  # a file write declares this many bytes more (or fewer) than it sends
+    # What the extra frame and the frame after the eof carry, so a step can see it never became data.
+    extra_frame_payload: bytes = b"conformance-injected-frame"
+
+
+class DataChannels(ABC):
+    """The per-operation data channels of a dialect that moves bytes off the control connection: what
+    each byte-moving call did on its channel, host-side faults to commit on the next one, and the
+    handshake variations only such a dialect has."""
+
+    @property
+    @abstractmethod
+    def offer_open_ack(self) -> bool:
+        """Whether the suite announces ``open_ack: true`` (channels wait for its acknowledgment)."""
+
+    @offer_open_ack.setter
+    @abstractmethod
+    def offer_open_ack(self, value: bool) -> None:
+        """Announce this instead at the next handshake (only before the first one)."""
+
+    @abstractmethod
+    def records(self) -> list[ChannelRecord]:
+        """One record per byte-moving call of this adapter, oldest first, as things stand now."""
+
+    @abstractmethod
+    def faults(self, faults: HostChannelFaults) -> AbstractContextManager[None]:
+        """While the block runs, the next byte-moving call commits ``faults`` on its channel."""
+
+    @abstractmethod
+    def unbound_problems(self) -> list[str]:
+        """Problems of connections that never bound a channel, seen so far (a copy: they are still
+        reported as wire violations when the scenario ends)."""
+
+    @abstractmethod
+    def initialize_without_transport(self) -> Any:
+        """An ``initialize`` naming the suite's version and no data transport; its result, or the error
+        answer raised."""
+
+    @abstractmethod
+    def initialize_with_frame_limit(self, max_frame_bytes: int) -> Any:
+        """An ``initialize`` whose data transport names this frame limit (same socket)."""
+
+    @abstractmethod
+    def initialize_naming_another_socket(self) -> Any:
+        """A further ``initialize`` whose data transport names a decoy socket (see ``decoy_connections``)."""
+
+    @abstractmethod
+    def decoy_connections(self) -> int:
+        """How many connections the decoy socket of ``initialize_naming_another_socket`` accepted so far."""
+
+    @abstractmethod
+    def call_removed(self, name: str, sandbox_id: str) -> Any:
+        """A request of a method an earlier version had and this one removed (``exec/run``, ``pty/input``,
+        ...), with plausible params of that version; its result, or the error answer raised. The answer is
+        checked against no method schema of this version."""
+
+    @abstractmethod
+    def call_in_earlier_shape(self, name: str, sandbox_id: str, path: str) -> Any:
+        """A method this version still has, asked in an earlier version's shape: ``fs/read`` of ``path``
+        without a channel, ``fs/write`` of a few bytes to ``path`` as base64 in the request. Its result, or
+        the error answer raised; checked against no method schema of this version."""
+
+    @abstractmethod
+    def transport_diagnostics(self) -> Any:
+        """The plugin's own transport counters (``transport/diagnostics``), as answered; the error answer
+        raised (a plugin without them answers "method not found")."""
+
+    @abstractmethod
+    def tokens_in(self, value: Any) -> list[str]:
+        """Which channel tokens of this connection appear anywhere in ``value`` (its JSON text), each named
+        by its channel and method, never by the token itself."""
+
+
+# The encodings of a point in time a dialect's readers may decode (``WireVocabulary.timestamp_forms``).
+TIMESTAMP_SINCE_EPOCH = "seconds and nanoseconds since the epoch"  # {secs_since_epoch, nanos_since_epoch}
+TIMESTAMP_RFC3339_UTC = "an RFC 3339 string in UTC"
+
+
+@dataclass(frozen=True)
 class WireVocabulary:
     """What a wire-level scenario needs to say in the dialect's own words instead of literals."""
 
@@ -559,12 +854,19 @@ class WireVocabulary:
     notifications: tuple[str, ...] = ()  # every notification method the provider may send
     event_notification: str | None = None  # the notification carrying control-plane events
     log_notification: str | None = None  # the (reserved) log notification
+    # Further members every initialize of this connection must carry (v2: its data transport).
+    initialize_extra: Mapping[str, Any] = field(default_factory=dict)
+    # Every kind an application failure's report may name (the dialect's stable error kinds).
+    error_kinds: frozenset[str] = frozenset()
+    # How the dialect writes a point in time: the TIMESTAMP_* forms its readers decode.
+    timestamp_forms: tuple[str, ...] = ()
 
     def method(self, name: str) -> str:
         return self.methods[name]
 
     def initialize_params(self, version: Any = None) -> dict[str, Any]:
-        return {self.version_field: self.protocol_version if version is None else version}
+        return {self.version_field: self.protocol_version if version is None else version,
+                **self.initialize_extra}
 
 
 class Wire(ABC):
@@ -605,6 +907,23 @@ class Wire(ABC):
         message."""
 
     @abstractmethod
+    def list_params(self, labels: Mapping[str, str] | None) -> Any:
+        """The params of a list request whose label filter is exactly ``labels``, sent as given: a map (an
+        empty one too), or null for ``None`` (the adapter's own ``list`` leaves an empty filter out)."""
+
+    @abstractmethod
+    def described(self, answer: Any) -> SandboxStatus:
+        """A describe answer received raw, read as the dialect reads it (an empty id where it names none)."""
+
+    @abstractmethod
+    def listed(self, answer: Any) -> list[SandboxStatus]:
+        """A list answer received raw, read as the dialect reads it (no statuses where it lists none)."""
+
+    def hold_reading(self, seconds: float) -> None:
+        """Read nothing the provider sends for ``seconds`` (then everything that waited), as a host slow to
+        read would: the provider's writes back up meanwhile."""
+
+    @abstractmethod
     def close_input(self) -> None:
         """Close the provider's input (EOF)."""
 
@@ -612,8 +931,13 @@ class Wire(ABC):
     def wait_exit(self, timeout_s: float) -> int | None:
         """The provider's exit code once it exits, or ``None`` if it is still running at the deadline."""
 
+    def wait_output_closed(self, timeout_s: float) -> bool:
+        """True once the provider's stdout has ended and every line on it has been read (each then waits for
+        ``next_message``); False at the deadline, or at once where the wire cannot tell."""
+        return False
 
-FACETS = ("files", "processes", "terminals", "streams", "operations", "events", "credentials", "wire")
+
+FACETS = ("files", "processes", "terminals", "streams", "operations", "events", "credentials", "wire", "channels")
 
 
 # -- the adapter ---------------------------------------------------------------------------------------
@@ -636,6 +960,7 @@ class ProviderAdapter(ABC):
     events: Events | None = None
     credentials: Credentials | None = None
     wire: Wire | None = None
+    channels: DataChannels | None = None
     # What the dialect has a message for although this adapter offers no facet for it, by the neutral
     # words steps ask a facet with ("streaming exec", "read a file"): (method, the capability gating it).
     # A missing facet is then "capability X not declared" when X is declared false, never "cannot express".
@@ -655,6 +980,9 @@ class ProviderAdapter(ABC):
     # The creation-spec fields that carry a snapshot to start from: a provider that takes no snapshot
     # sources at all honestly refuses the field (invalid_spec naming it) instead of the snapshot.
     snapshot_spec_fields: frozenset[str] = frozenset()
+    # Whether the dialect requires an operation's terminal event on the wire before the operation's answer
+    # (v1 does; v2 lets the answer come first). Where it is not known, no order is asked.
+    terminal_event_precedes_answer: bool = False
 
     def __init__(self) -> None:
         self.ledger = SandboxLedger()

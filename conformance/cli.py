@@ -16,7 +16,7 @@ import sys
 from typing import NoReturn
 
 from conformance import __version__
-from conformance.config import DEFAULT_CALL_TIMEOUT_S, PROG, RunConfig, load_create_spec, valid_timeout
+from conformance.config import DEFAULT_CALL_TIMEOUT_S, PROG, RunConfig, call_timeout, load_create_spec
 from conformance.errors import ConformanceError, UsageError
 from conformance.providers import (
     DIALECTS,
@@ -36,6 +36,25 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
+def _at_least_one(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {value!r}") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {number}")
+    return number
+
+
+def split_pytest_arguments(argv: list[str]) -> tuple[list[str], list[str]]:
+    """The CLI's own arguments and those after the first ``--``, which `run` hands to pytest unread
+    (argparse would take them for stray positionals)."""
+    if "--" not in argv:
+        return argv, []
+    cut = argv.index("--")
+    return argv[:cut], argv[cut + 1:]
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog=PROG, description="Conformance suite for sandbox providers.")
     parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
@@ -50,6 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="run only this scenario id (repeatable)")
     select.add_argument("--feature", action="append", default=[], metavar="FILE",
                         help="run only the scenarios of this feature file, e.g. exec.feature (repeatable)")
+    select.add_argument("--shard", metavar="I/N",
+                        help="run only part I of N of the selection (for parallel CI jobs; see `report merge`)")
     output = run.add_argument_group("output")
     output.add_argument("--report-dir", default="reports", metavar="DIR", help="where results go (default: ./reports)")
     output.add_argument("-v", "--verbose", action="store_true", help="one line per scenario")
@@ -61,6 +82,10 @@ def build_parser() -> argparse.ArgumentParser:
     verdict.add_argument("--update-baseline", metavar="FILE", help="write this run's failures to FILE as a baseline")
     verdict.add_argument("--repeat", type=int, default=1, metavar="N",
                          help="run the selection N times with the same seed; changed outcomes are flaky")
+    stop = run.add_mutually_exclusive_group()
+    stop.add_argument("-x", "--exitfirst", action="store_true",
+                      help="stop after the first failed scenario (results and cleanup still happen)")
+    stop.add_argument("--maxfail", type=_at_least_one, metavar="N", help="stop after N failed scenarios")
     run.add_argument("--seed", type=int, help="seed of generated data; replays a run")
     run.add_argument("--run-id", help="label value that marks this run's sandboxes (default: random)")
 
@@ -72,6 +97,24 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--json", action="store_true", help="machine-readable output")
     listing.add_argument("--requirements", action="store_true",
                          help="list the protocol's requirements and the scenarios covering each instead")
+    only = listing.add_argument_group("filters (scenarios must pass every filter given; a repeated one is any of)")
+    only.add_argument("--level", action="append", default=[], choices=("must", "should", "may", "gap"),
+                      help="only scenarios of this level (repeatable)")
+    only.add_argument("--feature", action="append", default=[], metavar="FILE",
+                      help="only the scenarios of this feature file, as `run --feature` takes it (repeatable)")
+    only.add_argument("--tags", metavar="EXPR", help="only scenarios matching this tag expression, as `run --tags`")
+    only.add_argument("--requirement", action="append", default=[], metavar="ID",
+                      help="only scenarios verifying this requirement, e.g. SDP1-059 (repeatable)")
+
+    explain = commands.add_parser("explain", help="what a requirement or a scenario asks, and what checks it")
+    explain.add_argument("id", metavar="ID", help="a requirement id (SDP1-023, REST-004, ...) or a scenario id")
+    explain.add_argument("--json", action="store_true", help="machine-readable output")
+
+    reports = commands.add_parser("report", help="work with finished runs' reports")
+    report_commands = reports.add_subparsers(dest="report_command", required=True, parser_class=_Parser)
+    merge = report_commands.add_parser("merge", help="join the results.json of a run's shards (run --shard) into one")
+    merge.add_argument("results", nargs="+", metavar="RESULTS_JSON", help="one results.json per shard")
+    merge.add_argument("--out", required=True, metavar="DIR", help="where the merged reports go")
 
     commands.add_parser("lint", help="check the features' tags and the requirement registry agree")
 
@@ -101,9 +144,17 @@ def _provider_options(target: argparse._ArgumentGroup, for_run: bool) -> None:
                         help="set a variable in the plugin's environment (values are redacted in reports)")
     target.add_argument("--pass-env", action="append", default=[], metavar="NAME",
                         help="forward a variable from this environment to the plugin (its value is redacted)")
-    target.add_argument("--call-timeout", type=float, default=DEFAULT_CALL_TIMEOUT_S, metavar="SECONDS",
-                        help="deadline of a single provider call (default: 30)")
+    target.add_argument("--call-timeout", type=float, default=None, metavar="SECONDS",
+                        help=f"deadline of a single provider call (default: {DEFAULT_CALL_TIMEOUT_S:.0f}; given, it "
+                             "is a REST request's deadline too, over the profile's request_timeout_s)")
     if for_run:
+        target.add_argument("--max-message-bytes", metavar="BYTES",
+                            help="longest line read from a stdio plugin, e.g. 1048576 or 1MiB; a longer one is "
+                                 "a wire violation that ends the connection (default: the protocol's limit, "
+                                 "1 MiB in v2; 256 MiB where the protocol sets none)")
+        target.add_argument("--open-ack", choices=("on", "off"), default="on",
+                            help="sandbox-driver-v2 plugins: announce open_ack, so each data channel waits for "
+                                 "the suite's acknowledgment before its data (default: on)")
         target.add_argument("--sandboxes-per-process", choices=SANDBOXES_PER_PROCESS, default="auto",
                             help="fabro-sketch plugins: does one plugin process own one sandbox or many "
                                  "(default: auto, detected with a probe)")
@@ -134,9 +185,23 @@ def _run_on_provider(config: RunConfig) -> int:
         return report(runner.run(config, runner.preflight(config)))
 
 
+def command_report_merge(args: argparse.Namespace) -> int:
+    """The merged run's summary, and its verdict as the exit code (as `run` would have given it)."""
+    from conformance.reporting import shards, terminal
+
+    document = shards.merge_files(args.results, args.out)
+    print(terminal.render_summary(document), end="")
+    return EXIT_OK if document["verdict"]["passed"] else EXIT_FAILED
+
+
 def report(outcome) -> int:
     """The exit code; why the run failed, one line each on stderr, for logs that only keep stderr (the
-    suite's own in-process runs print the same lines through it)."""
+    suite's own in-process runs print the same lines through it); in a GitHub Actions step, the Markdown
+    summary of the whole run (once, also under --repeat) on the job's page."""
+    if outcome.document is not None:
+        from conformance.reporting.markdown import append_step_summary
+
+        append_step_summary(outcome.document.data)
     if outcome.note:
         print(f"{PROG}: {outcome.note}", file=sys.stderr)
     elif outcome.exit_code == EXIT_FAILED and outcome.document is not None:
@@ -149,28 +214,75 @@ def report(outcome) -> int:
 
 
 def command_list(args: argparse.Namespace) -> int:
-    from conformance.reporting.catalogue import all_scenarios
-
     if args.requirements:
+        given = [flag for flag, value in (("--level", args.level), ("--feature", args.feature),
+                                          ("--tags", args.tags), ("--requirement", args.requirement)) if value]
+        if given:
+            raise UsageError(f"list --requirements takes no scenario filter ({', '.join(given)})")
         return _list_requirements(args)
-    entries = all_scenarios()
+    entries = _filtered_scenarios(args)
     if args.json:
         print(json.dumps([{"id": e.id, "name": e.name, "feature": e.feature, "level": e.tags.level,
                            "requirements": list(e.tags.requirements), "capabilities": list(e.tags.capabilities),
                            "dialects": list(e.tags.dialects)} for e in entries], indent=2))
         return EXIT_OK
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title=f"{len(entries)} scenarios")
-    for column in ("id", "level", "requirements", "gates", "feature"):
+    table = Table(title=f"{len(entries)} scenario{'' if len(entries) == 1 else 's'}")
+    table.add_column("id", no_wrap=True)  # ids are what a reader copies into --scenario: never broken
+    table.add_column("title", ratio=1)  # the one column that gives way on a narrow terminal
+    for column in ("level", "requirements", "gates"):
         table.add_column(column)
+    table.add_column("feature", no_wrap=True)
     for entry in entries:
         gates = [f"cap:{c}" for c in entry.tags.capabilities] + [f"dialect:{d}" for d in entry.tags.dialects]
-        table.add_row(escape(entry.id), entry.tags.level or "", " ".join(entry.tags.requirements), " ".join(gates), entry.feature)
-    Console(width=max(120, os.get_terminal_size(0).columns if sys.stdout.isatty() else 160)).print(table)
+        # ids of outline rows and titles may carry brackets, which rich would read as markup
+        table.add_row(escape(entry.id), escape(entry.name), entry.tags.level or "",
+                      " ".join(entry.tags.requirements), " ".join(gates), entry.feature)
+    _console().print(table)
     return EXIT_OK
+
+
+def _filtered_scenarios(args: argparse.Namespace) -> list:
+    """The catalogue's scenarios passing every filter of ``list``; an unknown feature or requirement is a
+    UsageError naming the closest known ones. Feature and tag filters match as they do for ``run``."""
+    from conformance import requirements as registry
+    from conformance.config import Selection, closest_hint
+    from conformance.reporting.catalogue import all_scenarios
+
+    entries = all_scenarios()
+    selection = Selection(features=tuple(args.feature), tags=args.tags)
+    selection.check_known(entries)
+    verifying: set[str] | None = None
+    if args.requirement:
+        requirements = registry.load()
+        for rid in args.requirement:
+            if rid not in requirements:
+                raise UsageError(f"--requirement {rid!r} is not a requirement id{closest_hint(rid, requirements)}")
+        # the same coverage `list --requirements` shows: a v2 rule is verified by the scenarios citing what it carries
+        covering = registry.coverage(requirements, entries)
+        verifying = {sid for rid in args.requirement for sid in covering[rid]}
+    return [entry for entry in entries
+            if selection.wants(entry.id, entry.feature, entry.tags.tag_set())
+            and (not args.level or entry.tags.level in args.level)
+            and (verifying is None or entry.id in verifying)]
+
+
+def _console():
+    """A terminal's own width; piped (grep, a file), wide enough to keep most rows on one line, unless
+    COLUMNS says otherwise."""
+    from rich.console import Console
+
+    class ReaderConsole(Console):
+        def on_broken_pipe(self) -> None:
+            # rich's own handling exits with 1; a reader that stopped early is handled in _read_out (exit 0)
+            raise BrokenPipeError
+
+    console = ReaderConsole()
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console = ReaderConsole(width=200)
+    return console
 
 
 def _list_requirements(args: argparse.Namespace) -> int:
@@ -181,38 +293,37 @@ def _list_requirements(args: argparse.Namespace) -> int:
     from conformance.reporting.catalogue import all_scenarios
 
     requirements = registry.load()
-    # Which set each requirement belongs to: a dialect's own rules (judging only its providers), or the gaps.
-    set_of = {rid: name for name in registry.registries() for rid in registry.load(name)}
+    # Each requirement's set (r.registry) is a dialect's own rules (judging only its providers) or the gaps.
+    # Coverage counts a scenario citing a v1 rule for the v2 rule that carries it.
     covering = registry.coverage(requirements, all_scenarios())
     states = {rid: registry.status(requirements[rid], sids) for rid, sids in covering.items()}
     counts = Counter(states.values())
     summary = {state: counts[state] for state in ("covered", "excluded", "uncovered")}
-    levels = {name: dict(Counter(r.level for r in requirements.values() if set_of[r.id] == name))
+    levels = {name: dict(Counter(r.level for r in requirements.values() if r.registry == name))
               for name in registry.registries()}
     if args.json:
         print(json.dumps({
-            "requirements": [{"id": r.id, "set": set_of[r.id], "level": r.level, "section": r.section,
-                              "testability": r.testability,
+            "requirements": [{"id": r.id, "set": r.registry, "level": r.level, "section": r.section,
+                              "testability": r.testability, "carries": list(r.carries),
                               "text": r.text, "status": states[r.id], "scenarios": covering[r.id],
                               "excluded": r.excluded, "note": r.note} for r in requirements.values()],
             "summary": summary,
             "levels": levels,
         }, indent=2))
         return EXIT_OK
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
     table = Table(title=f"{len(requirements)} requirements")
-    for column in ("id", "set", "level", "testability", "covered by"):
+    for column in ("id", "set", "level", "testability", "carries", "covered by"):
         table.add_column(column)
     for r in requirements.values():
         if r.excluded:
             cell = escape(f"excluded: {r.excluded}")
         else:  # scenario ids of outline rows carry brackets, which rich would read as markup
             cell = escape(" ".join(covering[r.id])) if covering[r.id] else "[red]uncovered[/red]"
-        table.add_row(r.id, set_of[r.id], r.level, r.testability, cell)
-    console = Console(width=max(120, os.get_terminal_size(0).columns if sys.stdout.isatty() else 160))
+        table.add_row(r.id, r.registry, r.level, r.testability, " ".join(r.carries), cell)
+    console = _console()
     console.print(table)
     sets = Table(title="levels per requirement set (a provider is held to its dialect's set and the gaps)")
     sets.add_column("set")
@@ -266,7 +377,7 @@ def command_sweep(args: argparse.Namespace) -> int:
     config = ProviderConfig(
         plugin=args.plugin, dialect=args.dialect, env=parse_env_pairs(args.env), pass_env=tuple(args.pass_env),
         create_spec=load_create_spec(args.create_spec), run_id=args.run_id,
-        call_timeout_s=valid_timeout(args.call_timeout, "--call-timeout"),
+        call_timeout_s=call_timeout(args), call_timeout_given=args.call_timeout is not None,
         rest_url=args.rest, profile=profile_reference(args.profile, args.rest is not None),
     )
     config.validate()
@@ -284,18 +395,53 @@ def command_serve(args: argparse.Namespace) -> int:
     return rest_server.serve(args.host, args.port, args.token_env)
 
 
+def command_explain(args: argparse.Namespace) -> int:
+    from conformance import explain
+
+    explain.print_explanation(args.id, as_json=args.json)
+    return EXIT_OK
+
+
+# Commands that only print what the suite knows: a reader that stops early (`list | head`) is no error.
+READERS = {"list": command_list, "explain": command_explain, "lint": command_lint}
+
+
+def _read_out(command, args: argparse.Namespace) -> int:
+    try:
+        code = command(args)
+        sys.stdout.flush()  # a closed pipe shows here, inside the handler, not at the interpreter's exit
+        return code
+    except BrokenPipeError:
+        _stdout_to_devnull()
+        return EXIT_OK
+
+
+def _stdout_to_devnull() -> None:
+    """The usual convention for a closed pipe: what is still buffered goes nowhere, so the interpreter's
+    final flush raises nothing either."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is no file descriptor (captured in a test): nothing to silence
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
-        args = build_parser().parse_args(argv)
+        own, passed_on = split_pytest_arguments(list(sys.argv[1:] if argv is None else argv))
+        args = build_parser().parse_args(own)
+        if passed_on and args.command != "run":
+            raise UsageError(f"arguments after -- go to pytest, which only `run` starts, not `{args.command}`")
+        args.pytest_args = passed_on
+        if args.command in READERS:
+            return _read_out(READERS[args.command], args)
         if args.command == "run":
             return command_run(args)
-        if args.command == "lint":
-            return command_lint(args)
         if args.command == "serve":
             return command_serve(args)
-        if args.command == "sweep":
-            return command_sweep(args)
-        return command_list(args)
+        if args.command == "report":
+            return command_report_merge(args)
+        return command_sweep(args)
     except ConformanceError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -12,10 +12,10 @@ import os
 import shlex
 import sys
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from conformance.errors import UsageError
 from conformance.providers import (
@@ -26,6 +26,9 @@ from conformance.providers import (
     profile_reference,
 )
 from conformance.scenario_tags import TagExpression
+
+if TYPE_CHECKING:
+    from conformance.reporting.catalogue import CatalogueEntry
 
 PROG = "sandbox-conformance"
 DEFAULT_CALL_TIMEOUT_S = 30.0
@@ -41,8 +44,13 @@ class Selection:
     features: tuple[str, ...] = ()
     tags: str | None = None
     keyword: str | None = None
+    shard: tuple[int, int] | None = None  # (index, count), 1-based: --shard 2/3 runs the second of three parts
 
     def __post_init__(self) -> None:
+        if self.shard is not None:
+            index, count = self.shard
+            if count < 1 or not 1 <= index <= count:
+                raise UsageError(f"--shard must be i/n with 1 <= i <= n, not {index}/{count}")
         if self.tags:
             try:
                 TagExpression(self.tags)
@@ -58,9 +66,59 @@ class Selection:
             base = scenario_id.split("[", 1)[0]
             if scenario_id not in self.scenarios and base not in self.scenarios:
                 return False
-        if self.features and not any(feature == f or feature.endswith("/" + f) for f in self.feature_names):
+        if self.features and not any(feature_matches(feature, f) for f in self.feature_names):
             return False
         return not self.tags or TagExpression(self.tags).matches(tags)
+
+    def shard_of(self, selected_ids: Iterable[str]) -> set[str]:
+        """The ids of ``selected_ids`` this shard runs (all of them without --shard).
+
+        No scenario durations are recorded anywhere, so the partition is round-robin over the sorted ids:
+        it depends on nothing but the ids (stable across runs, machines and xdist workers), every id lands
+        in exactly one shard, and shard sizes differ by at most one."""
+        if self.shard is None:
+            return set(selected_ids)
+        index, count = self.shard
+        return set(sorted(set(selected_ids))[index - 1::count])
+
+    def check_known(self, catalogue: Sequence[CatalogueEntry]) -> None:
+        """``UsageError`` naming the first --scenario or --feature that no scenario of ``catalogue`` answers
+        to, with the closest known ones: a typo is exit 2 before any provider starts, not an empty run.
+        Known is what ``wants`` matches: an outline row's id or its bare id; a feature path or its tail."""
+        ids = {entry.id for entry in catalogue} | {entry.base_id for entry in catalogue}
+        for wanted in self.scenarios:
+            if wanted not in ids:
+                raise UsageError(f"--scenario {wanted!r} is not a scenario id{closest_hint(wanted, ids)}")
+        features = {entry.feature for entry in catalogue}
+        for wanted in self.feature_names:
+            if not any(feature_matches(feature, wanted) for feature in features):
+                tails = features | {feature.rsplit("/", 1)[-1] for feature in features}
+                raise UsageError(f"--feature {wanted!r} is not a feature file{closest_hint(wanted, tails)}")
+
+
+def parse_shard(text: str | None) -> tuple[int, int] | None:
+    """``--shard i/n`` as (i, n); ``UsageError`` for anything but two whole numbers with 1 <= i <= n."""
+    if text is None:
+        return None
+    index, slash, count = text.partition("/")
+    if not (slash and index.isascii() and index.isdigit() and count.isascii() and count.isdigit()):
+        raise UsageError(f"--shard must be i/n (e.g. 2/3), not {text!r}")
+    shard = (int(index), int(count))
+    Selection(shard=shard)  # the range check lives in one place
+    return shard
+
+
+def feature_matches(feature: str, wanted: str) -> bool:
+    """``exec.feature`` names every feature file of that name (``v2/exec.feature`` too); a path names one."""
+    return feature == wanted or feature.endswith("/" + wanted)
+
+
+def closest_hint(wanted: str, known: Iterable[str], count: int = 3) -> str:
+    """``" (closest: a, b)"`` for the known names nearest to a mistyped one, or a pointer to ``list``."""
+    import difflib
+
+    close = difflib.get_close_matches(wanted, sorted(known), n=count, cutoff=0.6)
+    return f" (closest: {', '.join(close)})" if close else f" (see `{PROG} list`)"
 
 
 @dataclass(frozen=True)
@@ -78,6 +136,8 @@ class RunConfig:
     repeat: int = 1
     workers: str | None = None  # pytest-xdist's -n
     verbose: bool = False
+    maxfail: int = 0  # stop after this many failed scenarios (pytest's --maxfail; -x is 1); 0 runs them all
+    pytest_args: tuple[str, ...] = ()  # what followed `--` on the command line, handed to pytest as given
     invoked_as: tuple[str, ...] = (PROG,)  # how the user started the CLI, for the reproduce command
 
     def __post_init__(self) -> None:
@@ -85,6 +145,8 @@ class RunConfig:
             raise UsageError(f"--repeat must be at least 1, not {self.repeat}")
         if self.seed < 0:
             raise UsageError(f"--seed must not be negative, not {self.seed}")
+        if self.maxfail < 0:
+            raise UsageError(f"--maxfail must be at least 1, not {self.maxfail}")
 
     @property
     def run_id(self) -> str:
@@ -104,6 +166,7 @@ class RunConfig:
         selection = data.pop("selection")
         return cls(
             provider=ProviderConfig(**provider),
+            # JSON turns the shard's (index, count) into a list, like the id tuples
             selection=Selection(**{k: tuple(v) if isinstance(v, list) else v for k, v in selection.items()}),
             **{k: tuple(v) if isinstance(v, list) else v for k, v in data.items()},
         )
@@ -133,6 +196,8 @@ class RunConfig:
             option("--plugin", provider.display)
         if provider.dialect != "auto":
             option("--dialect", provider.dialect)
+        if not provider.open_ack:
+            option("--open-ack", "off")
         if provider.sandboxes_per_process != "auto":
             option("--sandboxes-per-process", provider.sandboxes_per_process)
         if provider.create_spec is not None:
@@ -141,8 +206,10 @@ class RunConfig:
             parts.append(f'--env "{name}=${{{name}:?export {name} first}}"')
         for name in provider.pass_env:
             option("--pass-env", name)
-        if provider.call_timeout_s != DEFAULT_CALL_TIMEOUT_S:
+        if provider.call_timeout_given or provider.call_timeout_s != DEFAULT_CALL_TIMEOUT_S:
             option("--call-timeout", _number(provider.call_timeout_s))
+        if provider.max_message_bytes is not None:
+            option("--max-message-bytes", provider.max_message_bytes)
         option("--seed", self.seed)
         if self.strict:
             option("--strict")
@@ -165,16 +232,25 @@ class RunConfig:
     def from_arguments(cls, args: Any, invoked_as: Sequence[str] | None = None) -> RunConfig:
         """The configuration of ``sandbox-conformance run`` from its parsed arguments; ``UsageError``
         (one line naming the problem) for anything that cannot work."""
+        from conformance.reporting.catalogue import all_scenarios
+
+        selection = Selection(scenarios=tuple(args.scenario), features=tuple(args.feature), tags=args.tags,
+                              keyword=args.keyword, shard=parse_shard(args.shard))
+        selection.check_known(all_scenarios())
         rest_target = args.rest is not None or args.image is not None
         seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "big")
         provider = ProviderConfig(
             plugin=args.plugin, dialect=args.dialect, env=parse_env_pairs(args.env), pass_env=tuple(args.pass_env),
             create_spec=load_create_spec(args.create_spec),
             run_id=args.run_id or f"run-{uuid.uuid4().hex[:12]}",
-            call_timeout_s=valid_timeout(args.call_timeout, "--call-timeout"),
+            call_timeout_s=call_timeout(args), call_timeout_given=args.call_timeout is not None,
             sandboxes_per_process=args.sandboxes_per_process,
             rest_url=args.rest, profile=profile_reference(args.profile, rest_target), image=args.image,
+            open_ack=args.open_ack == "on",
+            max_message_bytes=valid_byte_count(args.max_message_bytes, "--max-message-bytes"),
         )
+        if args.image is not None and not provider.open_ack:
+            raise UsageError("--open-ack applies to sandbox-driver-v2 plugins only, not REST providers")
         if args.image is None:
             provider.validate()
         elif provider.profile is not None:
@@ -188,13 +264,13 @@ class RunConfig:
         check_report_dir(args.report_dir)
         return cls(
             provider=provider,
-            selection=Selection(scenarios=tuple(args.scenario), features=tuple(args.feature), tags=args.tags,
-                                keyword=args.keyword),
+            selection=selection,
             report_dir=str(Path(args.report_dir).resolve()),
             seed=seed, strict=args.strict,
             expected_failures=str(Path(args.expected_failures).resolve()) if args.expected_failures else None,
             update_baseline=str(Path(args.update_baseline).resolve()) if args.update_baseline else None,
             repeat=args.repeat, workers=args.workers, verbose=args.verbose,
+            maxfail=1 if args.exitfirst else (args.maxfail or 0), pytest_args=tuple(args.pytest_args),
             invoked_as=tuple(invoked_as) if invoked_as else invoked_command(),
         )
 
@@ -215,12 +291,34 @@ def invoked_command(argv0: str | None = None) -> tuple[str, ...]:
     return (argv0,)
 
 
+def call_timeout(args: Any) -> float:
+    """``--call-timeout`` when given (checked), else the default."""
+    if args.call_timeout is None:
+        return DEFAULT_CALL_TIMEOUT_S
+    return valid_timeout(args.call_timeout, "--call-timeout")
+
+
 def valid_timeout(value: float, flag: str) -> float:
     import math
 
     if not math.isfinite(value) or value <= 0:
         raise UsageError(f"{flag} must be a positive number of seconds, not {value}")
     return float(value)
+
+
+_BYTE_UNITS = {"": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3}
+
+
+def valid_byte_count(value: str | None, flag: str) -> int | None:
+    """A positive whole number of bytes, optionally in KiB, MiB or GiB; None when not given."""
+    if value is None:
+        return None
+    text = value.strip()
+    for unit, factor in sorted(_BYTE_UNITS.items(), key=lambda item: -len(item[0])):
+        number = text.removesuffix(unit).strip() if unit else text
+        if (not unit or text.endswith(unit)) and number.isascii() and number.isdigit() and int(number) > 0:
+            return int(number) * factor
+    raise UsageError(f"{flag} must be a positive whole number of bytes (e.g. 1048576 or 1MiB), not {value!r}")
 
 
 def load_create_spec(value: str | None) -> dict[str, Any] | None:

@@ -4,6 +4,7 @@ suite created."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -19,11 +20,21 @@ class CleanupReport:
     created: list[str] = field(default_factory=list)
     deleted: list[str] = field(default_factory=list)  # by the cleanup itself
     leaked: dict[str, str] = field(default_factory=dict)  # id -> why it could not be deleted
+    # id -> what happened: the provider process that made it died holding it, and only a restarted one
+    # answered its delete (which proves nothing when the restart never knew the sandbox)
+    orphaned: dict[str, str] = field(default_factory=dict)
 
     def merge(self, other: CleanupReport) -> None:
         self.created.extend(other.created)
         self.deleted.extend(other.deleted)
         self.leaked.update(other.leaked)
+        self.orphaned.update(other.orphaned)
+
+
+# Fresh providers started ahead of the scenarios that will ask for them: a start costs a process and an
+# interpreter (~150 ms), paid meanwhile instead of inside the scenario. Two, because fresh-provider
+# scenarios come in runs of short ones (a feature's Background) that outpace a single one's start.
+SPARE_PROVIDERS = 2
 
 
 class ProviderConnections:
@@ -36,7 +47,12 @@ class ProviderConnections:
         self._shared: ProviderAdapter | None = connected
         self._lock = threading.Lock()
         self._fresh_count = 0
+        self._spares: list[tuple[concurrent.futures.Future[ProviderAdapter], ProviderConfig]] = []
         self.restarts = 0
+        # What closing providers revealed (killed for not exiting on EOF, processes left holding their
+        # output): outside any scenario, so the run reports them beside its other unattributed violations.
+        self._closing_findings: list[str] = []
+        self._findings_lock = threading.Lock()  # not self._lock: shared() ends a dead provider holding that
 
     # -- connections -----------------------------------------------------------------------------
 
@@ -44,7 +60,7 @@ class ProviderConnections:
         """The connection scenarios share; restarted when the provider died in an earlier scenario."""
         with self._lock:
             if self._shared is not None and not self._shared.alive:
-                self._shared.close()
+                self.end(self._shared)
                 self._shared = None
                 self.restarts += 1
             if self._shared is None:
@@ -57,13 +73,64 @@ class ProviderConnections:
         """The shared connection as it is, without starting or restarting one."""
         return self._shared
 
-    def fresh(self, handshake: bool = True) -> ProviderAdapter:
-        """A newly started provider, for scenarios about startup, the wire, or exit."""
+    def fresh(self, handshake: bool = True, ahead: bool = False) -> ProviderAdapter:
+        """A newly started provider, for scenarios about startup, the wire, or exit.
+
+        With ``ahead`` (and without ``handshake``) it may be a spare started in the background after an
+        earlier such call: nothing has been sent to it, so it is as fresh as one started now for a scenario
+        that has done nothing yet — but not for one that wants a process started after what it did (a
+        plugin may read a durable registry at start). The spares are then topped up for the next calls (a
+        run that never asks for one ahead starts none).
+        """
+        spare_allowed = ahead and not handshake
+        adapter = self._take_spare() if spare_allowed else None
+        if adapter is None:
+            adapter = open_provider(self.config, channel=self._next_fresh_channel(), handshake=handshake)
+        if spare_allowed and self.config.rest_url is None:  # a REST provider has no process to start ahead
+            self._start_spares()
+        return adapter
+
+    def _next_fresh_channel(self) -> str:
         with self._lock:
             self._fresh_count += 1
-            channel = f"fresh#{self._fresh_count}"
-        return open_provider(self.config, channel=channel, handshake=handshake)
+            return f"fresh#{self._fresh_count}"
 
+    def _start_spares(self) -> None:
+        """Top the spares up to ``SPARE_PROVIDERS``, each started on a thread of its own."""
+        while True:
+            with self._lock:
+                if len(self._spares) >= SPARE_PROVIDERS:
+                    return
+                self._fresh_count += 1
+                channel = f"fresh#{self._fresh_count}"
+                config = self.config
+                spare: concurrent.futures.Future[ProviderAdapter] = concurrent.futures.Future()
+                self._spares.append((spare, config))
+
+            def start(spare=spare, config=config, channel=channel) -> None:
+                try:
+                    spare.set_result(open_provider(config, channel=channel, handshake=False))
+                except BaseException as exc:  # noqa: BLE001 - taken by fresh(), which then starts one itself
+                    spare.set_exception(exc)
+
+            threading.Thread(target=start, name="conformance-spare-provider", daemon=True).start()
+
+    def _take_spare(self) -> ProviderAdapter | None:
+        """The oldest spare, once it has started; None when there is none, it failed to start (the caller
+        starts one itself, so the failure is reported where it matters), or it speaks an outdated
+        configuration."""
+        with self._lock:
+            if not self._spares:
+                return None
+            spare, config = self._spares.pop(0)
+        try:
+            adapter = spare.result()
+        except Exception:  # noqa: BLE001
+            return None
+        if config != self.config or not adapter.alive:
+            adapter.close()
+            return None
+        return adapter
 
     # -- cleanup ---------------------------------------------------------------------------------
 
@@ -75,41 +142,46 @@ class ProviderConnections:
         """
         report = CleanupReport(created=adapter.ledger.owned(owner))
         for sandbox_id in adapter.ledger.outstanding(owner):
-            problem = self._delete(adapter, sandbox_id)
-            if problem is None:
-                adapter.ledger.record_deleted(sandbox_id)
-                report.deleted.append(sandbox_id)
-            else:
+            problem, holder_died = self._delete(adapter, sandbox_id)
+            if problem is not None:
                 report.leaked[sandbox_id] = problem
+                continue
+            adapter.ledger.record_deleted(sandbox_id)
+            if holder_died:
+                report.orphaned[sandbox_id] = ("the provider died holding it; a restarted provider answered its "
+                                               "delete, which does not confirm it is gone")
+            else:
+                report.deleted.append(sandbox_id)
         adapter.release(owner)
         return report
 
-    def _delete(self, adapter: ProviderAdapter, sandbox_id: str) -> str | None:
-        """Delete ``sandbox_id``, through ``adapter`` while its provider lives; None once it is deleted,
-        otherwise why it could not be."""
+    def _delete(self, adapter: ProviderAdapter, sandbox_id: str) -> tuple[str | None, bool]:
+        """Delete ``sandbox_id``, through ``adapter`` while its provider lives: (None once it is deleted,
+        otherwise why it could not be; whether the provider holding it died, so a restarted one was asked)."""
+        holder_died = not adapter.alive and not _exited_cleanly(adapter)
         target = adapter if adapter.alive else self._recovery_adapter()
         if target is None:
-            return "the provider is gone and could not be restarted"
+            return "the provider is gone and could not be restarted", True
         try:
             target.delete(sandbox_id)
-            return None
+            return None, holder_died
         except ProviderCallError as exc:
-            return str(exc)
+            return str(exc), holder_died
         except ProviderViolation as exc:
             if not isinstance(exc, CallTimeout | ProviderCrashed) and target.alive:
-                return str(exc)  # it answered, though not as it should: a restart would not change that
+                return str(exc), holder_died  # it answered, though not as it should: a restart would not change that
             first = exc
         # The provider died during the delete, or never answered it: nothing more gets through this
         # connection. End it (a shared one is restarted on its next use) and ask a restarted provider.
-        target.close()
+        self.end(target)
         retry = self._recovery_adapter()
         if retry is None:
-            return f"{first}; the provider could not be restarted"
+            return f"{first}; the provider could not be restarted", True
         try:
             retry.delete(sandbox_id)
         except (ProviderCallError, ProviderViolation) as exc:
-            return f"{first}; after a restart: {exc}"
-        return None
+            return f"{first}; after a restart: {exc}", True
+        return None, True
 
     def _recovery_adapter(self) -> ProviderAdapter | None:
         try:
@@ -136,8 +208,8 @@ class ProviderConnections:
         for status in stragglers:
             if status.state in ("deleted", "deleting"):
                 continue
-            problem = self._delete(adapter, status.id)
-            if problem is None:
+            problem, _ = self._delete(adapter, status.id)
+            if problem is None:  # a provider that listed it knew it: deleted even if a restart finished the job
                 report.deleted.append(status.id)
             else:
                 report.leaked[status.id] = problem
@@ -150,15 +222,45 @@ class ProviderConnections:
         try:
             return adapter, adapter.list(self.config.run_labels)
         except CallTimeout:
-            adapter.close()
+            self.end(adapter)
             adapter = self.shared()
             return adapter, adapter.list(self.config.run_labels)
+
+    def end(self, adapter: ProviderAdapter) -> None:
+        """Close ``adapter`` and keep what its close revealed (``take_closing_findings``)."""
+        adapter.close()
+        found = [str(violation) for violation in adapter.take_violations()]
+        with self._findings_lock:
+            self._closing_findings.extend(found)
+
+    def take_closing_findings(self) -> list[str]:
+        with self._findings_lock:
+            taken, self._closing_findings = self._closing_findings, []
+        return taken
 
     def close(self) -> None:
         with self._lock:
             shared, self._shared = self._shared, None
+            spares, self._spares = self._spares, []
+        for spare, _config in spares:
+            _close_spare(spare)
         if shared is not None:
-            shared.close()
+            self.end(shared)
+
+
+def _exited_cleanly(adapter: ProviderAdapter) -> bool:
+    """Whether a provider that is gone ended on its own terms (exit status 0: asked to shut down, or
+    its input closed, by a scenario), with its chance to clean up, rather than crashed or killed."""
+    wire = adapter.wire
+    return wire is not None and wire.wait_exit(0.0) == 0
+
+
+def _close_spare(spare: concurrent.futures.Future[ProviderAdapter]) -> None:
+    try:
+        adapter = spare.result()
+    except Exception:  # noqa: BLE001 - a spare that never started has nothing to close
+        return
+    adapter.close()
 
 
 @contextmanager

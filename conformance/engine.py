@@ -62,6 +62,8 @@ class RunFacts:
     selected: set[str] = field(default_factory=set)  # scenario ids the selection kept
     created: list[str] = field(default_factory=list)  # every sandbox a scenario created
     leaked: set[str] = field(default_factory=set)  # sandboxes a scenario could not delete
+    # sandboxes whose provider died holding them: only a restarted provider answered their delete
+    orphaned: set[str] = field(default_factory=set)
     unattributed: list[str] = field(default_factory=list)  # violations seen between scenarios
 
 
@@ -82,6 +84,9 @@ def finish(config: RunConfig, facts: RunFacts, catalogue: Iterable[CatalogueEntr
             result = entry.disabled_result()
             if interrupted and entry.id in facts.selected:
                 result.message = "not reached: the run was interrupted"
+            elif config.selection.shard is not None and config.selection.wants(entry.id, entry.feature,
+                                                                                 entry.tags.tag_set()):
+                result.message = "selected, but in another shard (--shard {}/{})".format(*config.selection.shard)
             results.append(result)
     baseline_report = None
     if baseline is not None:
@@ -99,9 +104,12 @@ def finish(config: RunConfig, facts: RunFacts, catalogue: Iterable[CatalogueEntr
     data = writer.build_document(
         results, provider=facts.provider, run_id=config.run_id, started_at=facts.started_at,
         unattributed=facts.unattributed,
-        sandboxes={"created": len(created), "deleted": len(created) - len(facts.leaked & set(created)),
-                   "leaked": sorted(leaked), "swept": sorted(sweep.deleted)},
+        sandboxes={"created": len(created),
+                   "deleted": len(created) - len((facts.leaked | facts.orphaned) & set(created)),
+                   "leaked": sorted(leaked), "swept": sorted(sweep.deleted),
+                   "died_holding": sorted(facts.orphaned - leaked)},
         seed=config.seed, interrupted=interrupted, strict=config.strict, baseline=baseline_report,
+        shard=config.selection.shard,
     )
     writer.write_document(Path(config.report_dir), data)
     if config.update_baseline:

@@ -11,11 +11,13 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from conformance.adapter import ProviderAdapter
-from conformance.dialects import jsonrpc, registry, rest, sandbox_driver_v1
-from conformance.dialects.jsonrpc_adapter import SchemaRules
+from conformance.dialects import jsonrpc, registry, rest, sandbox_driver_v1, sandbox_driver_v2
+from conformance.dialects.jsonrpc_adapter import JsonRpcAdapter, SchemaRules
 from conformance.dialects.registry import AdapterSettings
 from conformance.errors import (
+    ApplicationErrorAnswer,
     CallTimeout,
+    ProtocolErrorAnswer,
     ProviderCallError,
     ProviderCrashed,
     ProviderStartError,
@@ -23,6 +25,7 @@ from conformance.errors import (
 )
 from conformance.schemas import SchemaProblem
 from conformance.transcript import REDACTOR
+from conformance.transports.channels import ChannelServer
 from conformance.transports.http import valid_base_url
 from conformance.transports.memory import InProcessTransport
 from conformance.transports.process import ProcessTransport, scrubbed_environment
@@ -48,6 +51,8 @@ class ProviderConfig:
     create_spec: dict[str, Any] | None = None
     run_id: str = "local"
     call_timeout_s: float = 30.0
+    # --call-timeout was given: it is then every request's deadline, over a REST profile's request_timeout_s too.
+    call_timeout_given: bool = False
     sandboxes_per_process: str = "auto"
     rest_url: str | None = None  # a REST provider's base URL; the plugin fields are unused then
     profile: str | None = None  # a built-in REST profile name or a profile file (default: forkd)
@@ -55,6 +60,10 @@ class ProviderConfig:
     # A stdio plugin served on a thread of this process: ("package.module:function", *argv). The suite's
     # own tests use it; see conformance/transports/memory.py.
     in_process: tuple[str, ...] | None = None
+    open_ack: bool = True  # sandbox-driver v2: announce open_ack, so channels wait for the suite's acknowledgment
+    # The longest line read from a stdio plugin (--max-message-bytes); None: its protocol's limit (v2's
+    # control_message_bytes) or, for a protocol without one, the suite's default (jsonrpc.DEFAULT_MAX_MESSAGE_BYTES).
+    max_message_bytes: int | None = None
 
     @property
     def is_rest(self) -> bool:
@@ -109,8 +118,12 @@ class ProviderConfig:
 
     def validate(self) -> None:
         if self.rest_url is not None:
+            if not self.open_ack:
+                raise UsageError(f"--open-ack applies to {sandbox_driver_v2.NAME} plugins only, not REST providers")
             if self.plugin is not None:
                 raise UsageError("--rest and --plugin are mutually exclusive")
+            if self.max_message_bytes is not None:
+                raise UsageError("--max-message-bytes applies to stdio plugins only, not REST providers")
             if self.dialect not in ("auto", rest.NAME):
                 raise UsageError(f"a REST provider speaks the {rest.NAME} dialect, not {self.dialect}")
             problem = valid_base_url(self.rest_url)
@@ -122,6 +135,8 @@ class ProviderConfig:
             raise UsageError("--profile applies to REST providers only (give --rest or --image)")
         if self.dialect not in DIALECTS:
             raise UsageError(f"unknown dialect {self.dialect!r} (choose from {', '.join(DIALECTS)})")
+        if not self.open_ack and self.dialect not in ("auto", sandbox_driver_v2.NAME):
+            raise UsageError(f"--open-ack applies to {sandbox_driver_v2.NAME} plugins only, not {self.dialect}")
         if self.sandboxes_per_process not in SANDBOXES_PER_PROCESS:
             raise UsageError(f"--sandboxes-per-process must be one of {', '.join(SANDBOXES_PER_PROCESS)}")
         self.argv  # noqa: B018 - parses the command line
@@ -181,60 +196,178 @@ def open_provider(config: ProviderConfig, channel: str = "provider", strict_hand
     is left for the handshake scenarios to report. Without ``handshake`` the provider is only started
     (its dialect must then be known: configured, or detected earlier by the session).
 
+    Detection sends the probe dialect's initialize (v2's); a plugin that refuses it naming version 1, or
+    answers it as version 1, is ended and a fresh one spoken to in v1. A plugin that refuses a configured
+    version naming the other one is likewise restarted in the version it names. ``identity.negotiation``
+    says which way it went.
+
     A REST provider has no process: its adapter is built from the profile, and its health check and a
     credentials probe stand in for the handshake.
     """
     if config.rest_url is not None:
         return _open_rest(config, channel, handshake)
     register_secrets(config)
-    env = scrubbed_environment(config.env, config.pass_env)
-
-    def connect(label: str, rules: Any) -> jsonrpc.JsonRpcConnection:
-        connection = jsonrpc.JsonRpcConnection(_transport(config, env), rules, channel=label)
-        connection.start()
-        return connection
-
-    settings = AdapterSettings(command=config.display, base_spec=config.create_spec, run_labels=config.run_labels,
-                               call_timeout_s=config.call_timeout_s,
-                               sandboxes_per_process=config.sandboxes_per_process)
+    opening = _Opening(config, channel, strict_handshake)
     name = config.dialect
     if name == "auto" and not handshake:
         name = sandbox_driver_v1.NAME
-    known = None if name == "auto" else registry.plugin_dialect(name)
-    connection = connect(channel, known.rules() if known is not None else _UndecidedRules())
-    try:
-        if known is None:
-            probe = next(iter(registry.PLUGIN_DIALECTS.values())).probe_params()
-            result = connection.request("initialize", probe, config.call_timeout_s, check_result=False).result()
-            detected = registry.detect(result) or _undetectable(result)
-            connection.rules = detected.rules()
-            adapter = detected.build(connection, connect, settings)
+    if name == "auto":
+        adapter = opening.detect()
+    else:
+        dialect = registry.plugin_dialect(name)
+        adapter = opening.known(dialect, handshake, f"{dialect.label} (asked {dialect.label})")
+    if handshake:
+        try:
+            adapter.settle()
+        except BaseException:
+            adapter.close()
+            raise
+    return adapter
+
+
+class _Opening:
+    """One attempt to reach a plugin: its processes (a refused version costs one), their connections
+    and data-channel listeners, and the dialect it settles on."""
+
+    def __init__(self, config: ProviderConfig, channel: str, strict_handshake: bool) -> None:
+        self.config = config
+        self.channel = channel
+        self.strict_handshake = strict_handshake
+        self.env = scrubbed_environment(config.env, config.pass_env)
+        self.settings = AdapterSettings(command=config.display, base_spec=config.create_spec,
+                                        run_labels=config.run_labels, call_timeout_s=config.call_timeout_s,
+                                        sandboxes_per_process=config.sandboxes_per_process,
+                                        open_ack=config.open_ack)
+
+    def connect(self, label: str, rules: Any) -> jsonrpc.JsonRpcConnection:
+        connection = jsonrpc.JsonRpcConnection(_transport(self.config, self.env), rules, channel=label,
+                                               max_message_bytes=self.config.max_message_bytes)
+        connection.start()
+        return connection
+
+    def _start(self, rules: Any, data_channels: bool) -> tuple[jsonrpc.JsonRpcConnection, ChannelServer | None]:
+        connection = self.connect(self.channel, rules)
+        if not data_channels:
+            return connection, None
+        transport = connection.transport
+        try:
+            # Only the plugin we started may connect back (upstream's host trusts the spawned pid).
+            server = ChannelServer(peer_pids=lambda: {transport.peer_pid}).start()
+        except BaseException:
+            connection.close(grace_s=0.5)
+            raise
+        return connection, server
+
+    def _failed(self, connection: jsonrpc.JsonRpcConnection, server: ChannelServer | None,
+                exc: BaseException, context: str = "") -> ProviderStartError:
+        tail = connection.transport.stderr_tail().strip().splitlines()[-1:]
+        _close(connection, server)
+        hint = f" ({context})" if context else ""
+        hint += f" (stderr: {tail[0]})" if tail else ""
+        return ProviderStartError(f"provider {self.config.display!r} did not complete the handshake: {exc}{hint}")
+
+    def known(self, dialect: registry.Dialect, handshake: bool, negotiation: str,
+              fallback_allowed: bool = True, context: str = "") -> ProviderAdapter:
+        """Speak ``dialect``; a plugin refusing its version naming the other one is restarted in that.
+        ``context`` says, in a failure, what led here (an earlier version's refusal)."""
+        connection, server = self._start(dialect.rules(), dialect.data_channels)
+        try:
+            adapter = dialect.build(connection, self.connect, self.settings, server)
+        except BaseException:
+            _close(connection, server)
+            raise
+        if isinstance(adapter, JsonRpcAdapter):
+            adapter.negotiation = negotiation
+        if not handshake:
+            return adapter
+        try:
+            adapter.handshake(timeout_s=self.config.call_timeout_s, strict=self.strict_handshake)
+        except ApplicationErrorAnswer as refusal:
+            named = registry.refused_for(refusal, dialect) if fallback_allowed else None
+            if named is None:
+                raise self._failed(connection, server, refusal, context) from None
+            adapter.close()
+            return self.known(named, handshake,
+                              f"{named.label} (the plugin refused {dialect.label}: {refusal.message})",
+                              fallback_allowed=False)
+        except (CallTimeout, ProviderCrashed, ProviderCallError) as exc:
+            raise self._failed(connection, server, exc, context) from None
+        except BaseException:
+            adapter.close()
+            raise
+        return adapter
+
+    def detect(self) -> ProviderAdapter:
+        """Ask in the probe dialect (v2) and settle on what the answer says."""
+        probe = registry.probe()
+        connection, server = self._start(_UndecidedRules(), probe.data_channels)
+        try:
+            result = connection.request("initialize", probe.initialize_params(server, self.settings),
+                                        self.config.call_timeout_s, check_result=False).result()
+        except ProtocolErrorAnswer as answer:
+            # Undecided rules read every error as a protocol error; the probe's rules read it properly.
+            refusal = probe.rules().error_answer("initialize", {"code": answer.code, "message": answer.message,
+                                                                "data": answer.data})
+            # Whatever the refusal says, the other version is worth asking: v1 plugins refuse v2 in many ways
+            # (a version mismatch, a decode error naming the version, a strict decoder refusing data_transport).
+            named = (registry.refused_for(refusal, probe) if isinstance(refusal, ApplicationErrorAnswer) else None) \
+                or registry.other_version(probe)
+            _close(connection, server)
+            return self.known(named, True, f"{named.label} (the plugin refused {probe.label}: {refusal.message})",
+                              fallback_allowed=False, context=f"after refusing {probe.label}: {refusal.message}")
+        except (CallTimeout, ProviderCrashed, ProviderCallError) as exc:
+            raise self._failed(connection, server, exc) from None
+        except BaseException:
+            _close(connection, server)
+            raise
+        detected = registry.detect(result)
+        if detected is None:
+            _close(connection, server)
+            _undetectable(result)
+        assert detected is not None
+        if detected.protocol_version is not None and detected is not probe:
+            # It answered the probe in another version's shape (or named the probe's version without its
+            # shape): a fresh process is asked in that version, so nothing it kept of the probe (a data
+            # transport) carries over; one that refuses it naming the probe's version is the probe's after all.
+            _close(connection, server)
+            version = result.get("protocol_version") if isinstance(result, dict) else None
+            return self.known(detected, True, f"{detected.label} (the plugin answered {probe.label}'s initialize "
+                                              f"as protocol version {version})")
+        if not detected.data_channels and server is not None:
+            server.close()
+            server = None
+        connection.rules = detected.rules()
+        try:
+            adapter = detected.build(connection, self.connect, self.settings, server)
+        except BaseException:
+            _close(connection, server)
+            raise
+        if isinstance(adapter, JsonRpcAdapter):
+            adapter.negotiation = (f"{detected.label} (asked {probe.label})" if detected is probe
+                                   else f"{detected.label} (detected from its answer to {probe.label}'s initialize)")
+        try:
             adapter.adopt_initialize(result)
-            if strict_handshake and adapter.handshake_problems:
+            if self.strict_handshake and adapter.handshake_problems:
                 problem = adapter.handshake_problems[0]
                 raise ProviderStartError(f"the initialize answer violates the {detected.name} schema {problem}")
-        else:
-            adapter = known.build(connection, connect, settings)
-            if handshake:
-                adapter.handshake(timeout_s=config.call_timeout_s, strict=strict_handshake)
-        if handshake:
-            adapter.settle()
-    except (CallTimeout, ProviderCrashed, ProviderCallError) as exc:
-        tail = connection.transport.stderr_tail().strip().splitlines()[-1:]
-        connection.close(grace_s=0.5)
-        hint = f" (stderr: {tail[0]})" if tail else ""
-        raise ProviderStartError(f"provider {config.display!r} did not complete the handshake: {exc}{hint}") from None
-    except BaseException:
-        connection.close(grace_s=0.5)
-        raise
-    return adapter
+        except BaseException:
+            adapter.close()
+            raise
+        return adapter
+
+
+def _close(connection: jsonrpc.JsonRpcConnection, server: ChannelServer | None) -> None:
+    connection.close(grace_s=0.5)
+    if server is not None:
+        server.close()
 
 
 def _open_rest(config: ProviderConfig, channel: str, handshake: bool) -> ProviderAdapter:
     assert config.rest_url is not None
     adapter = rest.open_rest_adapter(config.rest_profile(), config.rest_url, run_labels=config.run_labels,
                                      base_spec=config.create_spec, call_timeout_s=config.call_timeout_s,
-                                     channel="http" if channel == "provider" else channel)
+                                     channel="http" if channel == "provider" else channel,
+                                     call_timeout_given=config.call_timeout_given)
     if handshake:
         try:
             adapter.connect()

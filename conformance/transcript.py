@@ -32,6 +32,11 @@ class Redactor:
             if SECRET_NAME.search(name):
                 self.add(value)
 
+    def longest(self) -> int:
+        """The length of the longest known secret (0 when none): how far past a cut a secret may reach."""
+        with self._lock:
+            return max(map(len, self._secrets), default=0)
+
     def text(self, text: str) -> str:
         with self._lock:
             secrets = sorted(self._secrets, key=len, reverse=True)

@@ -36,7 +36,7 @@ Feature: Errors, field encodings and tolerant reading
       | a negative id     |
       | an integral float id |
 
-  @id:application-error-report @req:SDP1-043 @req:SDP1-044 @req:SDP1-046 @must @dialect:sandbox-driver-v1
+  @id:application-error-report @req:SDP1-043 @req:SDP1-044 @req:SDP2-044 @req:SDP1-046 @must
   Scenario: An application failure is error -32000 with a typed report
     Given a provider
     When I describe a sandbox id that was never issued
@@ -77,7 +77,7 @@ Feature: Errors, field encodings and tolerant reading
     Then the failure's kind is not_found
     And the failure's detail names the resource "sandbox" and the id that was asked for
 
-  @id:output-not-in-error-text @req:SDP1-047 @must @dialect:sandbox-driver-v1
+  @id:output-not-in-error-text @req:SDP1-047 @must @dialect:sandbox-driver-v1 @dialect:sandbox-driver-v2
   Scenario Outline: A command's output never appears in an error's message or report
     Given a sandbox
     When I run a command that writes a generated marker to stdout and stderr, then <ending>
@@ -88,7 +88,7 @@ Feature: Errors, field encodings and tolerant reading
       | fails     |
       | times out |
 
-  @id:unknown-fields-ignored @req:SDP1-034 @req:SDP1-126 @must @dialect:sandbox-driver-v1
+  @id:unknown-fields-ignored @req:SDP1-034 @req:SDP1-126 @must
   Scenario: Fields the provider does not know are ignored, in requests and inside specs
     Given a freshly started provider that has been initialized
     And a sandbox created through that provider
@@ -99,21 +99,21 @@ Feature: Errors, field encodings and tolerant reading
     When the host creates another sandbox whose spec carries a field the protocol does not define
     Then that sandbox is created
 
-  @id:list-filter-empty-or-null @req:SDP1-126 @req:SDP1-S16 @must @dialect:sandbox-driver-v1 @cap:lifecycle.labels
+  @id:list-filter-empty-or-null @req:SDP1-126 @req:SDP1-S16 @must @cap:lifecycle.labels
   Scenario: A list whose label filter is an empty map, or is null, lists every sandbox, unlabelled ones too
     Given a freshly started provider that has been initialized
     And a sandbox created through that provider, its labels then set to none
     When the host lists sandboxes with an empty label map, and again with the label map null
     Then both listings include that sandbox
 
-  @id:launch-era-exec-spec @req:SDP1-126 @must @dialect:sandbox-driver-v1
+  @id:launch-era-exec-spec @req:SDP1-126 @must
   Scenario: A command spec in the launch-era shape, only the command and its environment, still runs
     Given a freshly started provider that has been initialized
     And a sandbox created through that provider
     When the host runs `sleep 0.3; printf launched` there with a spec giving only the command and its environment
     Then the command's answer is a result whose stdout is "launched"
 
-  @id:launch-era-file-read @req:SDP1-126 @must @dialect:sandbox-driver-v1
+  @id:launch-era-file-read @req:SDP1-126 @must
   Scenario: A file read that gives neither offset nor length reads the whole file
     Given a freshly started provider that has been initialized
     And a sandbox created through that provider
@@ -121,7 +121,7 @@ Feature: Errors, field encodings and tolerant reading
     When the host reads that file giving only the sandbox and the path
     Then the answer holds the file's whole content
 
-  @id:duration-encodings @req:SDP1-036 @must @dialect:sandbox-driver-v1
+  @id:duration-encodings @req:SDP1-036 @must
   Scenario: Durations are whole milliseconds in fields ending in _ms, and seconds plus nanoseconds inside events
     Given a provider
     When I create a sandbox whose events are routed to the suite
@@ -129,11 +129,12 @@ Feature: Errors, field encodings and tolerant reading
     Then the command's duration is a whole number of milliseconds
     And every duration in the sandbox's events is whole seconds plus nanoseconds below one second
 
-  @id:timestamp-encodings @req:SDP1-037 @must @dialect:sandbox-driver-v1
-  Scenario: A sandbox's timestamps are seconds and nanoseconds since the epoch
-    # v1 (sections 6 and 10) writes a SystemTime in its structural form; an RFC 3339 string is the form of
-    # v2-era writers, which upstream's v1 host cannot decode.
+  @id:timestamp-encodings @req:SDP1-037 @req:SDP2-037 @must
+  Scenario: A sandbox's timestamps are written in a form its protocol version defines
+    # v1 (sections 6 and 10) writes a SystemTime in its structural form, seconds and nanoseconds since the
+    # epoch; an RFC 3339 string is the form of v2-era writers, which upstream's v1 host cannot decode. v2
+    # readers decode both, the string in UTC only.
     Given a sandbox
     When I describe the sandbox
-    Then each timestamp in the description is absent or seconds and nanoseconds since the epoch
+    Then each timestamp in the description is absent or in a form its protocol version defines
     And no timestamp in the description lies in the future

@@ -118,7 +118,7 @@ Feature: Control-plane events
     When I create a sandbox asking for events
     Then the create's terminal event names the sandbox by the id the provider assigned
 
-  @id:events-only-when-asked @req:SDP1-111 @req:SDP1-112 @must @dialect:sandbox-driver-v1
+  @id:events-only-when-asked @req:SDP1-111 @req:SDP1-112 @must
   Scenario: Only operations that ask get events, and command output never travels in them
     Given the host watches every message the provider sends
     When I create a sandbox asking for events

@@ -220,15 +220,16 @@ Feature: Running commands
     Then the command was ended by signal 15
 
   # The command ends by itself after 10 seconds, so a provider that ignores the timeout fails quickly.
-  # Timeouts are per dialect: v1's timeout_ms and duration_ms (SDP1-074, SDP1-036) here, the sketch's
-  # whole-second timeout_secs and a result without a duration (SKETCH-011) in sketch-exec-timeout.
-  @id:exec-timeout @req:SDP1-074 @req:SDP1-036 @must @dialect:sandbox-driver-v1
+  # Timeouts are per dialect: the sandbox-driver timeout_ms and duration_ms (SDP1-074, SDP1-036, which v2
+  # carries) here, the sketch's whole-second timeout_secs and a result without a duration (SKETCH-011) in
+  # sketch-exec-timeout.
+  @id:exec-timeout @req:SDP1-074 @req:SDP1-036 @must
   Scenario: A command that outlives its timeout is a normal result that says it timed out
     When I run `printf started; sleep 10; printf finished` with a timeout of 1 second
     Then the result says the command timed out, at most 4 seconds after the timeout
     And its duration is a whole number of milliseconds, at least the 1 second timeout
 
-  @id:exec-timeout-subsecond @req:SDP1-036 @req:SDP1-074 @must @dialect:sandbox-driver-v1
+  @id:exec-timeout-subsecond @req:SDP1-036 @req:SDP1-074 @must
   Scenario: A timeout of less than a second is a timeout of that many milliseconds, not of zero seconds
     When I run `sleep 0.3; printf quick` with a timeout of 0.9 seconds
     Then the command ran and exited with code 0

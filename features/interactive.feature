@@ -143,7 +143,9 @@ Feature: Interactive processes, terminals and logs
   @id:stdio-terminate-group @req:SDP1-023 @req:SKETCH-013 @must @cap:exec.stdio_process
   Scenario: Terminating a process ends the commands it started too, so its output ends
     Given a sandbox
-    When I open a stdio process running `sleep 30; printf never`
+    # The child announces itself, so the terminate cannot land before the shell has started it.
+    When I open a stdio process running `sh -c 'echo started; exec sleep 30'; printf never`
+    And the process has written "started"
     And I terminate the process
     Then the process's output ends within 5 seconds
 

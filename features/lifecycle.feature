@@ -16,7 +16,7 @@ Feature: Sandbox lifecycle
     When I delete the sandbox
     Then the delete succeeds
 
-  @id:handle-info @req:SDP1-050 @req:SDP1-021 @must @dialect:sandbox-driver-v1
+  @id:handle-info @req:SDP1-050 @req:SDP1-021 @must
   Scenario: A new sandbox's handle carries everything needed to operate it
     Given a provider
     When I create a sandbox
@@ -291,7 +291,7 @@ Feature: Sandbox lifecycle
     When I ask for the sandbox's platform info
     Then the platform names its architecture as x86_64, aarch64 and the like, not amd64 or arm64
 
-  @id:checkpoint-retired @req:SDP1-065 @must @dialect:sandbox-driver-v1
+  @id:checkpoint-retired @req:SDP1-065 @must
   Scenario Outline: The retired checkpoint methods are unknown methods
     Given a freshly started provider that has been initialized
     When the host calls the method "<method>"
@@ -427,7 +427,7 @@ Feature: Sandbox lifecycle
     Then every snapshot delete succeeds
     And the snapshot is reported gone
 
-  @id:snapshot-inherits @req:SDP1-090 @must @cap:snapshots @cap:snapshots.filesystem @dialect:sandbox-driver-v1
+  @id:snapshot-inherits @req:SDP1-090 @must @cap:snapshots @cap:snapshots.filesystem @dialect:sandbox-driver-v1 @dialect:sandbox-driver-v2
   Scenario Outline: A snapshot of a sandbox that asks for a different <field> is refused as invalid_spec
     Given a sandbox created through a freshly started provider
     When I create a snapshot of the sandbox asking for a different <field>

@@ -55,40 +55,40 @@ Feature: Provider health and the end of a session
     Then the provider answered the shutdown
     And the provider process exits within 5 seconds
 
-  @id:exit-on-input-closed @req:SDP1-097 @must @dialect:sandbox-driver-v1
+  @id:exit-on-input-closed @req:SDP1-097 @must
   Scenario: The provider exits within 5 seconds once its input is closed
     Given a freshly started provider that has been initialized
     When the host closes the provider's input
     Then the provider process exits within 5 seconds
 
-  @id:exit-on-input-closed-status @req:SDP1-097 @should @dialect:sandbox-driver-v1
+  @id:exit-on-input-closed-status @req:SDP1-097 @should
   Scenario: A provider whose input ended exits with status 0
     Given a freshly started provider that has been initialized
     When the host closes the provider's input
     Then the provider process exits with status 0 within 5 seconds
 
-  @id:exit-on-input-closed-while-running @req:SDP1-097 @must @dialect:sandbox-driver-v1
+  @id:exit-on-input-closed-while-running @req:SDP1-097 @must
   Scenario: The provider exits within 5 seconds once its input is closed, even while a command runs
     Given a freshly started provider that has been initialized
     When a command that sleeps for 30 seconds is running on that provider
     And the host closes the provider's input
     Then the provider process exits within 5 seconds
 
-  @id:exit-on-input-closed-while-streaming @req:SDP1-097 @must @dialect:sandbox-driver-v1
+  @id:exit-on-input-closed-while-streaming @req:SDP1-097 @must
   Scenario: The provider exits within 5 seconds once its input is closed, even while a streamed command runs
     Given a freshly started provider that has been initialized
     When a streamed command that sleeps for 30 seconds is running on that provider
     And the host closes the provider's input
     Then the provider process exits within 5 seconds
 
-  @id:exit-on-input-closed-while-stdio-process @req:SDP1-097 @must @dialect:sandbox-driver-v1 @cap:exec.stdio_process
+  @id:exit-on-input-closed-while-stdio-process @req:SDP1-097 @must @cap:exec.stdio_process
   Scenario: The provider exits within 5 seconds once its input is closed, even while a stdio process waits for input
     Given a freshly started provider that has been initialized
     When a stdio process waiting for its input is open on that provider
     And the host closes the provider's input
     Then the provider process exits within 5 seconds
 
-  @id:exit-on-input-closed-while-terminal @req:SDP1-097 @must @dialect:sandbox-driver-v1 @cap:pty
+  @id:exit-on-input-closed-while-terminal @req:SDP1-097 @must @cap:pty
   Scenario: The provider exits within 5 seconds once its input is closed, even while a terminal is open
     Given a freshly started provider that has been initialized
     When a terminal is open on that provider

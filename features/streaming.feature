@@ -94,7 +94,7 @@ Feature: Streaming a command's output
   # The escape sequence is split across two writes, so it reaches the provider in two chunks.
   @id:stream-sanitized @req:SDP1-070 @req:SKETCH-013 @must
   Scenario: Sanitization applies to streamed chunks across chunk boundaries, before the bytes are counted
-    When I stream `printf '\033'; sleep 0.3; printf '[31mred\033[0m\n'` with output sanitization strip_all
+    When I stream `printf '\033'; sleep 1; printf '[31mred\033[0m\n'` with output sanitization strip_all
     Then the streamed stdout is exactly "red\n"
     And stdout is exactly "red\n"
     And the stdout capture observed 4 bytes

@@ -4,32 +4,34 @@ Feature: The wire: framing, envelope and concurrency
   own id, however many are in flight, and a quick request never waits behind a slow one. It never
   answers a notification, a blank line, or a batch with an array.
 
-  @id:wire-stdout-purity @req:SDP1-001 @req:SDP1-002 @req:SDP1-003 @req:SDP1-008 @must @dialect:sandbox-driver-v1
+  @id:wire-stdout-purity @req:SDP1-001 @req:SDP1-002 @req:SDP1-003 @req:SDP1-008 @must
   Scenario: Everything the provider writes on stdout is one JSON-RPC 2.0 message per line
     Given a freshly started provider
     When the host takes it through a representative session
     Then every line the provider wrote on stdout was a single JSON object
     And every message the provider wrote declares JSON-RPC version 2.0
 
-  @id:wire-notification-methods @req:SDP1-012 @must @dialect:sandbox-driver-v1
-  Scenario: The provider sends no notifications other than exec/output, logs/output, host/event and host/log
+  # v1 sends exec/output, logs/output, host/event and host/log; v2 host/event, host/log and host/event_failed,
+  # its output riding data channels instead.
+  @id:wire-notification-methods @req:SDP1-012 @req:SDP2-012 @must
+  Scenario: The provider sends no notifications other than those its protocol version defines
     Given a freshly started provider
     When the host takes it through a representative session
-    Then the only notifications the provider sent were exec/output, logs/output, host/event or host/log
+    Then the only notifications the provider sent were those its protocol version defines
 
-  @id:wire-no-host-log @req:SDP1-121 @should @dialect:sandbox-driver-v1
+  @id:wire-no-host-log @req:SDP1-121 @should
   Scenario: The provider writes its logs to stderr instead of sending host/log notifications
     Given a freshly started provider
     When the host takes it through a representative session
     Then the provider sent no host/log notification
 
-  @id:wire-snake-case-fields @req:SDP1-033 @must @dialect:sandbox-driver-v1
+  @id:wire-snake-case-fields @req:SDP1-033 @must
   Scenario: Every field name the provider writes is snake_case
     Given a freshly started provider
     When the host takes it through a representative session
     Then every field name in the provider's messages was snake_case, leaving aside the keys of labels, env, headers and provider config
 
-  @id:wire-blank-lines-ignored @req:SDP1-004 @must @dialect:sandbox-driver-v1
+  @id:wire-blank-lines-ignored @req:SDP1-004 @must
   Scenario: Blank and whitespace-only lines from the host are skipped without an answer
     Given a freshly started provider that has been initialized
     When the host sends blank and whitespace-only lines followed by a request
@@ -57,21 +59,21 @@ Feature: The wire: framing, envelope and concurrency
     And I describe the sandbox while that command is still running
     Then the description came back while the command was still running, at least a second before the command's answer
 
-  @id:wire-ids-echoed @req:SDP1-009 @req:SDP1-008 @must @dialect:sandbox-driver-v1
+  @id:wire-ids-echoed @req:SDP1-009 @req:SDP1-008 @must
   Scenario: Every answer repeats its request's id exactly, from 0 to beyond what a floating-point number holds
     Given a freshly started provider that has been initialized
     When the host sends requests with unsigned ids from 0 to the largest, two answered with a result and two with errors
     Then each of those requests was answered under exactly its own id
     And each of those answers declares JSON-RPC version 2.0
 
-  @id:wire-no-batches @req:SDP1-010 @must @dialect:sandbox-driver-v1
+  @id:wire-no-batches @req:SDP1-010 @must
   Scenario: A batch is refused with a single error object, never answered with an array
     Given a freshly started provider that has been initialized
     When the host sends two requests together as one batch, followed by a request of its own
     Then the batch was refused with a single error object, not an array
     And neither request inside the batch was answered on its own
 
-  @id:wire-notifications-unanswered @req:SDP1-011 @must @dialect:sandbox-driver-v1
+  @id:wire-notifications-unanswered @req:SDP1-011 @must
   Scenario: Notifications from the host, requests without an id, are never answered
     Given a freshly started provider that has been initialized
     When the host sends notifications followed by a request

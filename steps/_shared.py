@@ -8,9 +8,11 @@ exchanges). Step modules import from here, from ``steps/_state.py`` and from ``c
 from __future__ import annotations
 
 import datetime
+import itertools
 import json
+import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -19,13 +21,16 @@ from faker import Faker
 
 from conformance.adapter import (
     Credentials,
+    DataChannels,
     Events,
     ExecOutcome,
     ExecRequest,
     Files,
     Operations,
+    OutputChunk,
     Processes,
     ProviderAdapter,
+    RunningExec,
     SandboxHandle,
     SandboxRequest,
     Streams,
@@ -39,10 +44,13 @@ from conformance.errors import (
     NotExpressible,
     ProtocolErrorAnswer,
     ProviderCallError,
+    ProviderViolation,
 )
 
 from ._state import (
+    Background,
     CapabilitiesState,
+    ChannelsState,
     CommandsState,
     CommonState,
     ErrorsState,
@@ -96,6 +104,76 @@ def attempt(call: Callable[[], Any]) -> Attempt:
         return Attempt(error=error)
 
 
+def timed_attempt(call: Callable[[], Any]) -> tuple[Attempt, float]:
+    """``attempt(call)``, and how many seconds it took."""
+    started = time.monotonic()
+    outcome = attempt(call)
+    return outcome, time.monotonic() - started
+
+
+
+class BlockComparison:
+    """Compares the chunks of one output tag, as they arrive, with the blocks of what was written: a
+    stream of any size is judged without keeping it. ``difference`` is None while they agree, else (offset
+    of the first difference, what came there, what was expected); ``finished`` adds a missing end."""
+
+    def __init__(self, tag: str, expected: Iterable[bytes]) -> None:
+        self.tag = tag
+        self._expected = iter(expected)
+        self._pending = memoryview(b"")
+        self.received = 0
+        self.difference: tuple[int, bytes, bytes] | None = None
+
+    def __call__(self, chunk: OutputChunk) -> None:
+        if chunk.stream != self.tag or self.difference is not None:
+            return
+        view = memoryview(chunk.data)
+        while view:
+            if not self._pending:
+                block = next(self._expected, None)
+                if block is None:
+                    self.difference = (self.received, bytes(view[:32]), b"(end of output)")
+                    return
+                self._pending = memoryview(block)
+            size = min(len(view), len(self._pending))
+            if view[:size] != self._pending[:size]:
+                at = next(i for i in range(size) if view[i] != self._pending[i])
+                self.difference = (self.received + at, bytes(view[at:at + 32]), bytes(self._pending[at:at + 32]))
+                return
+            view, self._pending, self.received = view[size:], self._pending[size:], self.received + size
+
+    def finished(self) -> tuple[int, bytes, bytes] | None:
+        """The first difference once the stream has ended: an output that stopped short differs at its end."""
+        if self.difference is None:
+            missing = bytes(self._pending[:32]) or next(self._expected, b"")[:32]
+            if missing:
+                return self.received, b"(end of output)", missing
+        return self.difference
+
+
+def printed_so_far(running: RunningExec, stream: str = "stdout") -> bytes:
+    """What a streaming command has printed on ``stream`` until now."""
+    return b"".join(chunk.data for chunk in running.chunks_so_far() if chunk.stream == stream)
+
+
+def how_it_ended(running: RunningExec) -> str:
+    """A streaming command's end, for a failure message: its refusal or its result."""
+    outcome = attempt(lambda: running.wait(1.0))
+    return str(outcome.error) if outcome.error is not None else outcome.answer.result.describe()
+
+
+def await_printed(running: RunningExec, text: bytes, within_s: float, what: str) -> None:
+    """Wait until the streaming command ``what`` has printed ``text`` on stdout; fail if it ends first or
+    takes longer than ``within_s``."""
+    deadline = time.monotonic() + within_s
+    while text not in printed_so_far(running):
+        if running.done():
+            raise AssertionError(f"{what} ended before it printed {text.decode(errors='replace')!r}: "
+                                 f"{how_it_ended(running)}")
+        expect(time.monotonic() < deadline,
+               f"{what} did not print {text.decode(errors='replace')!r} within {within_s:.0f}s")
+        time.sleep(0.02)
+
 @dataclass
 class World:
     provider: ProviderAdapter
@@ -122,6 +200,7 @@ class World:
     rest: RestState = field(default_factory=RestState)
     session: SessionState = field(default_factory=SessionState)
     capability: CapabilitiesState = field(default_factory=CapabilitiesState)
+    channels_state: ChannelsState = field(default_factory=ChannelsState)
 
     # -- state an earlier step provides -----------------------------------------------------------
 
@@ -194,6 +273,10 @@ class World:
     def wire(self, provider: ProviderAdapter | None = None, what: str = "a wire-level channel") -> Wire:
         return self.facet("wire", what, provider)
 
+    def channels(self, provider: ProviderAdapter | None = None, what: str = "per-operation data channels"
+                 ) -> DataChannels:
+        return self.facet("channels", what, provider)
+
     def require_report(self, field: str) -> None:
         """Skip, as not expressible, a check of an exec result field this dialect cannot carry."""
         if field not in self.provider.exec_reports:
@@ -206,7 +289,7 @@ class World:
 
     def run(self, command: str, **options: Any) -> ExecOutcome:
         sandbox = self.require_sandbox()
-        self.outcome = self.provider.exec(sandbox.id, ExecRequest(command=command, **options))
+        self.outcome = self.provider.exec(sandbox.id, fitted_request(command, **options))
         return self.outcome
 
     def ran(self) -> ExecOutcome:
@@ -221,9 +304,28 @@ class World:
 # -- shared helpers --------------------------------------------------------------------------------
 
 
+# A scenario command's timeout: a margin for a busy machine or a slow provider, plus twice what its sleeps
+# add up to. A command that prints and exits in milliseconds needs no 30 s: a provider that never answers
+# it costs this timeout plus the call timeout (the host's deadline for the answer), no more.
+COMMAND_TIMEOUT_MARGIN_S = 10.0
+_SLEEP = re.compile(r"\bsleep\s+(\d+(?:\.\d+)?)\b")
+
+
+def fitted_timeout(command: str) -> float:
+    """The timeout a scenario command gets: ``COMMAND_TIMEOUT_MARGIN_S`` plus twice its sleeps."""
+    return COMMAND_TIMEOUT_MARGIN_S + 2 * sum(float(seconds) for seconds in _SLEEP.findall(command))
+
+
+def fitted_request(command: str, **options: Any) -> ExecRequest:
+    """A request to run ``command`` with the timeout that fits it (``fitted_timeout``), unless ``options``
+    name one."""
+    return ExecRequest(command=command, **{"timeout_s": fitted_timeout(command), **options})
+
+
+
 def run_ok(world: World, sandbox_id: str, command: str) -> bytes:
     """Run ``command`` and require that it exits 0; its stdout."""
-    outcome = world.provider.exec(sandbox_id, ExecRequest(command=command))
+    outcome = world.provider.exec(sandbox_id, fitted_request(command))
     expect(outcome.outcome == "ran" and outcome.termination == "exited" and outcome.exit_code == 0,
            f"`{command}` in sandbox {sandbox_id} should run and exit 0; it gave {outcome.describe()}")
     return outcome.stdout
@@ -242,10 +344,48 @@ def await_file(world: World, sandbox_id: str, name: str, what: str, within_s: fl
         time.sleep(0.05)
 
 
+def stream_refusal(outcome: Attempt) -> ProviderCallError | None:
+    """The error a streamed command was refused with: raised by the call, or carried by its result as an
+    infrastructure failure (how a streams facet reports an exec that never ran)."""
+    if outcome.error is not None:
+        return outcome.error
+    result = getattr(outcome.answer, "result", None)
+    return result.error if isinstance(result, ExecOutcome) and result.outcome == "infra" else None
+
+
+def expect_limit_exceeded(error: Any, limit: str, max_bytes: int | None = None) -> None:
+    """``error`` refuses a value beyond the transport limit ``limit`` (of ``max_bytes``, when given), as
+    kind limit_exceeded naming it."""
+    expect(isinstance(error, ApplicationErrorAnswer) and error.kind == "limit_exceeded",
+           f"a value beyond a transport limit is refused with kind limit_exceeded naming the limit; got {error}")
+    assert isinstance(error, ApplicationErrorAnswer)
+    expect(error.detail.get("limit") == limit,
+           f"the refusal should name the limit {limit}; it names {error.detail.get('limit')!r} ({error})")
+    if max_bytes is not None:
+        expect(error.detail.get("max_bytes") == max_bytes,
+               f"the refusal should say the limit is {max_bytes} bytes; it says {error.detail.get('max_bytes')!r}")
+
+
 def cleanup(request: pytest.FixtureRequest, call: Callable[[], Any]) -> None:
     """Undo something the ledger does not track (snapshots, volumes, undeleted sandboxes, terminals), even
     if the scenario fails; a failing cleanup is not the scenario's verdict."""
     request.addfinalizer(lambda: attempt(call))
+
+
+def patterned_bytes(size: int) -> bytes:
+    """``size`` bytes in which no two nearby 64 KiB blocks are alike (a period of 251 bytes, shifted by one at
+    every block), so a lost, repeated or reordered frame of a data channel shows in a comparison."""
+    block = bytes(i % 251 for i in range(65536 + 251))
+    return b"".join(block[n % 251: n % 251 + 65536] for n in range(size // 65536 + 1))[:size]
+
+
+def first_difference(got: bytes, expected: bytes) -> str:
+    """Where two byte strings part, for a failure message."""
+    if got == expected:
+        return "they are equal"
+    offset = next((i for i, (a, b) in enumerate(zip(got, expected)) if a != b), min(len(got), len(expected)))
+    return (f"{len(got)} bytes instead of {len(expected)}, first differing at offset {offset} "
+            f"(got {got[offset:offset + 8]!r}, expected {expected[offset:offset + 8]!r})")
 
 
 def unescape(text: str) -> bytes:
@@ -337,7 +477,7 @@ def flush(wire: Wire) -> None:
 def exchange(wire: Wire, frame: bytes, done: Callable[[list[Any]], bool],
              deadline_s: float = ANSWER_DEADLINE_S, quiet_s: float = QUIET_S) -> list[Any]:
     """Send ``frame`` in a single write and collect every message until ``done`` holds (or the deadline
-    passes), then until the provider has been silent for ``quiet_s``.
+    passes), then whatever else the provider writes about it (``settle``).
 
     One write matters: lines a test sends back to back in separate writes may or may not reach the
     provider in one read, which would make a provider's read-loop bugs show up only sometimes.
@@ -354,9 +494,67 @@ def exchange(wire: Wire, frame: bytes, done: Callable[[list[Any]], bool],
         if message is None:
             break
         received.append(message)
+    received.extend(settle(wire, quiet_s))
+    return received
+
+
+# Raw sentinel requests (``settle``) carry ids of their own, above every other raw id.
+SENTINEL_ID_BASE = RAW_ID_BASE + 900_000
+_sentinel_ids = itertools.count(SENTINEL_ID_BASE)
+# After the sentinel's answer, how long output the provider wrote out of order may still trail it, where a
+# step waits for something to arrive (not where it judges that nothing else came: there the full quiet
+# period follows the answer, since a provider working on threads may write later than its sentinel answer).
+SENTINEL_TRAIL_S = 0.05
+
+
+def settle(wire: Wire, quiet_s: float = QUIET_S) -> list[Any]:
+    """Every message the provider still writes about what it was sent so far, without the fixed wait of a
+    quiet period: a sentinel request (health, or initialize where a dialect has no health) goes after it,
+    and the provider, reading its lines in order, has written what it had to say about the earlier ones
+    by the time it answers the sentinel; a short trail after that answer keeps what a provider answering
+    on threads wrote a moment late. Until the sentinel's answer, ``quiet_s`` of silence still ends the
+    wait, as it did without one (a provider that ignores the sentinel costs no more than that). The
+    sentinel's own answer is not among the messages returned.
+
+    The callers judge that nothing else came (a second answer, an unwanted message), so after the
+    sentinel's answer the quiet period still runs in full: a provider answering on threads may write
+    later than its answer to the sentinel. A dialect without a health call gets no sentinel (any other
+    request would change the provider's state mid-scenario): a quiet period alone, as before.
+    """
+    received: list[Any] = []
+    sentinel: int | None = None
+    if "health" in wire.vocabulary.methods:
+        sentinel = next(_sentinel_ids)
+        try:
+            wire.send_line(request_line(wire, sentinel, wire.vocabulary.method("health"), None))
+        except (OSError, ProviderViolation):  # the provider stopped reading: only a quiet period is left
+            sentinel = None
     while (message := wire.next_message(quiet_s)) is not None:
+        if isinstance(message, dict) and "method" not in message and _is_sentinel(message.get("id")):
+            continue  # this sentinel's answer, or a late one of an earlier settle
         received.append(message)
     return received
+
+
+def _is_sentinel(request_id: Any) -> bool:
+    return isinstance(request_id, int) and not isinstance(request_id, bool) and request_id >= SENTINEL_ID_BASE
+
+
+def caught_up(provider: ProviderAdapter, wait_s: float, trail_s: float = SENTINEL_TRAIL_S) -> bool:
+    """Wait for what the fixed wait of ``wait_s`` was for, ending it as soon as ``provider`` has taken in
+    every request sent so far and written what it had to say about them (events, output, answers): a
+    provider works through its input in order, so its answer to a health call sent now comes after all
+    that, and the reader has handed everything before it on by then; a short trail after the answer
+    keeps what a provider working on threads writes a moment late (``trail_s``: a step that then judges
+    that nothing else came passes the whole quiet period). True then; False after the whole ``wait_s``
+    when the health call was not answered (or failed) within it."""
+    started = time.monotonic()
+    health = Background(provider.health)
+    if health.wait(wait_s) and health.error is None:
+        time.sleep(trail_s)
+        return True
+    time.sleep(max(0.0, started + wait_s - time.monotonic()))
+    return False
 
 
 def answered(request_id: Any) -> Callable[[list[Any]], bool]:

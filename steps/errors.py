@@ -12,7 +12,15 @@ from typing import Any
 import pytest
 from pytest_bdd import given, parsers, then, when
 
-from conformance.adapter import EventRoute, ExecOutcome, ExecRequest, SandboxHandle, SandboxRequest
+from conformance.adapter import (
+    TIMESTAMP_RFC3339_UTC,
+    TIMESTAMP_SINCE_EPOCH,
+    EventRoute,
+    ExecOutcome,
+    ExecRequest,
+    SandboxHandle,
+    SandboxRequest,
+)
 from conformance.errors import ApplicationErrorAnswer, ProviderCallError
 
 from ._shared import (
@@ -21,6 +29,7 @@ from ._shared import (
     answered_error_code,
     answers_counted,
     attempt,
+    epoch_seconds,
     exchange,
     expect,
     fresh_provider,
@@ -30,13 +39,14 @@ from ._shared import (
 )
 from ._state import RawReply
 
-# The error kinds of protocol version 1 (section 7); a receiver treats any other as opaque.
-V1_ERROR_KINDS = frozenset({"not_found", "unsupported", "invalid_state", "invalid_spec", "timeout", "auth",
-                            "rate_limited", "exec", "provider", "transport", "io"})
 MAX_CAUSES = 8
 MAX_CAUSE_BYTES = 500
 ELLIPSIS = "…"
 RFC_3339 = re.compile(r"\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}(?:\.\d+)?(?:[Zz]|[+-]\d{2}:\d{2})")
+# RFC 3339 in UTC as upstream's reader takes it: a T or a space, up to nine fractional digits, Z or no offset
+# at all (it knows no other offset).
+RFC_3339_UTC = re.compile(r"\d{4}-(0[1-9]|1[0-2])-(0[1-9]|[12]\d|3[01])[T ]([01]\d|2[0-3]):[0-5]\d:[0-5]\d"
+                          r"(\.\d{1,9})?Z?")
 UNKNOWN_FIELD = "conformance_field_from_the_future"
 
 # Each request (by the neutral name of its method) with one required field left out: all its params.
@@ -64,13 +74,6 @@ FLAWS = ("no jsonrpc member", "a string id", "a fractional id", "a negative id",
 
 def _fresh_sandbox(world: World) -> SandboxHandle:
     return world.require(world.common.fresh_sandbox, "sandbox created through the freshly started provider")
-
-
-def _b64decode(value: Any) -> bytes | None:
-    try:
-        return base64.b64decode(value, validate=True) if isinstance(value, str) else None
-    except ValueError:
-        return None
 
 
 # -- invalid requests --------------------------------------------------------------------------------
@@ -264,8 +267,8 @@ def _(world: World) -> None:
 @then("the report's kind is one of the protocol's stable error kinds")
 def _(world: World) -> None:
     kind = _report(world).get("kind")
-    expect(kind in V1_ERROR_KINDS,
-           f"error kind {kind!r} is not one of the protocol's kinds: {', '.join(sorted(V1_ERROR_KINDS))}")
+    kinds = world.wire(world.provider).vocabulary.error_kinds
+    expect(kind in kinds, f"error kind {kind!r} is not one of the protocol's kinds: {', '.join(sorted(kinds))}")
 
 
 @then("the error's message is the report's message")
@@ -361,38 +364,34 @@ def _(world: World) -> None:
 @then("the answer describes that sandbox")
 def _(world: World) -> None:
     result = world.last.expect_success("describe with a field the provider does not know")
-    status = result.get("status") if isinstance(result, dict) else None
     sandbox_id = _fresh_sandbox(world).id
-    expect(isinstance(status, dict) and status.get("id") == sandbox_id,
-           f"the answer should describe sandbox {sandbox_id!r}: {preview(result)}")
+    described = world.wire(fresh_provider(world)).described(result)
+    expect(described.id == sandbox_id, f"the answer should describe sandbox {sandbox_id!r}: {preview(result)}")
 
 
-def _run_raw(world: World, spec: dict[str, Any], **extra: Any) -> None:
-    wire = raw_channel(world)
-    params = {wire.vocabulary.sandbox_field: _fresh_sandbox(world).id, "spec": spec, **extra}
-    world.last = attempt(lambda: wire.call(wire.vocabulary.method("exec"), params, timeout_s=30.0))
+def _run_on_fresh(world: World, request: ExecRequest) -> None:
+    sandbox_id = _fresh_sandbox(world).id
+    world.last = attempt(lambda: fresh_provider(world).exec(sandbox_id, request))
 
 
 @when(parsers.re(r"the host runs `(?P<command>.+)` there, adding undefined fields beside the command's spec "
                  r"and inside it$"))
 def _(world: World, command: str) -> None:
-    spec = {"command": command, "env": {}, "timeout_ms": 30_000, UNKNOWN_FIELD: True}
-    _run_raw(world, spec, **{UNKNOWN_FIELD: "ignored"})
+    _run_on_fresh(world, ExecRequest(command, undefined_fields={UNKNOWN_FIELD: {"added_in": "a later release"}}))
 
 
 @when(parsers.re(r"the host runs `(?P<command>.+)` there with a spec giving only the command and its "
                  r"environment$"))
 def _(world: World, command: str) -> None:
-    _run_raw(world, {"command": command, "env": {}})
+    _run_on_fresh(world, ExecRequest(command, minimal_spec=True))
 
 
 @then(parsers.parse('the command\'s answer is a result whose stdout is "{text}"'))
 def _(world: World, text: str) -> None:
-    result = world.last.expect_success("the command")
-    expect(isinstance(result, dict), f"exec/run should answer a result object: {preview(result)}")
-    stdout = _b64decode(result.get("stdout_b64"))
-    expect(result.get("exit_code") == 0 and stdout == text.encode(),
-           f"expected exit code 0 and stdout {text!r}; the provider answered {preview(result)}")
+    outcome: ExecOutcome = world.last.expect_success("the command")
+    expect(outcome.outcome == "ran", f"the command should succeed, but the provider answered: {outcome.error}")
+    expect(outcome.exit_code == 0 and outcome.stdout == text.encode(),
+           f"expected exit code 0 and stdout {text!r}; the provider answered {outcome.describe()}")
 
 
 @when("the host creates another sandbox whose spec carries a field the protocol does not define")
@@ -414,17 +413,16 @@ def _(world: World) -> None:
 def _(world: World) -> None:
     wire = raw_channel(world)
     world.errors.listings = [
-        (label, attempt(lambda flt=flt: wire.call(wire.vocabulary.method("list"), {"filter": flt})))
-        for label, flt in (("an empty label map", {"labels": {}}), ("the label map null", {"labels": None}))]
+        (label, attempt(lambda labels=labels: wire.call(wire.vocabulary.method("list"), wire.list_params(labels))))
+        for label, labels in (("an empty label map", {}), ("the label map null", None))]
 
 
 @then("both listings include that sandbox")
 def _(world: World) -> None:
     sandbox_id = _fresh_sandbox(world).id
+    wire = world.wire(fresh_provider(world))
     for label, listing in world.require(world.errors.listings, "listings by an empty and a null label map"):
-        result = listing.expect_success(f"a list with {label}")
-        listed = [s.get("id") for s in (result or {}).get("sandboxes", []) if isinstance(s, dict)] \
-            if isinstance(result, dict) else []
+        listed = [status.id for status in wire.listed(listing.expect_success(f"a list with {label}"))]
         expect(sandbox_id in listed, f"a list with {label} should list every sandbox, unlabelled sandbox {sandbox_id} "
                                      f"too; it listed {listed}")
 
@@ -449,18 +447,17 @@ def _(world: World) -> None:
 @when("the host reads that file giving only the sandbox and the path")
 def _(world: World) -> None:
     path, _content = world.require(world.errors.launch_era_file, "file with generated content")
-    wire = raw_channel(world)
-    params = {wire.vocabulary.sandbox_field: _fresh_sandbox(world).id, "path": path}
-    world.last = attempt(lambda: wire.call(wire.vocabulary.method("read a file"), params))
+    files = world.files("read a file", fresh_provider(world))
+    sandbox_id = _fresh_sandbox(world).id
+    world.last = attempt(lambda: files.read(sandbox_id, path))  # no offset, no length
 
 
 @then("the answer holds the file's whole content")
 def _(world: World) -> None:
     path, content = world.require(world.errors.launch_era_file, "file with generated content")
-    result = world.last.expect_success(f"reading {path} without offset or length")
-    data = _b64decode(result.get("content_b64")) if isinstance(result, dict) else None
-    expect(data == content,
-           f"expected the whole file, {len(content)} bytes; the provider answered {preview(result)}")
+    data = world.last.expect_success(f"reading {path} without offset or length")
+    expect(data == content, f"expected the whole file, {len(content)} bytes; the provider answered "
+                            f"{len(data)} bytes: {data[:120]!r}")
 
 
 # -- encodings ---------------------------------------------------------------------------------------
@@ -500,29 +497,35 @@ def _(world: World) -> None:
                    f"event says {received.event['duration']!r}")
 
 
-def _timestamp_problem(value: Any) -> str | None:
+def _timestamp_problem(value: Any, forms: tuple[str, ...]) -> str | None:
+    """Why ``value`` is no timestamp in one of ``forms`` (the dialect's), or None when it is one or absent."""
     if value is None:
         return None
+    readable = f"this protocol version's readers decode {' or '.join(forms)}"
     if isinstance(value, str):
+        if TIMESTAMP_RFC3339_UTC in forms and RFC_3339_UTC.fullmatch(value) is not None:
+            return None
         if RFC_3339.fullmatch(value) is not None:
-            return ("an RFC 3339 string, the form of v2-era writers: a v1 timestamp is "
-                    "{secs_since_epoch, nanos_since_epoch}, and upstream's v1 host cannot decode a string")
+            return f"an RFC 3339 string those readers cannot decode: {readable}"
         return "a string, not a timestamp"
     if isinstance(value, dict):
         secs, nanos = value.get("secs_since_epoch"), value.get("nanos_since_epoch")
-        if all(isinstance(v, int) and not isinstance(v, bool) for v in (secs, nanos)) and secs >= 0 \
-                and 0 <= nanos <= 999_999_999:
+        whole = all(isinstance(v, int) and not isinstance(v, bool) for v in (secs, nanos))
+        if TIMESTAMP_SINCE_EPOCH not in forms:
+            return f"an object: {readable}"
+        if whole and secs >= 0 and 0 <= nanos <= 999_999_999:
             return None
         return "an object without whole secs_since_epoch and nanos_since_epoch (below one second)"
     return f"a {type(value).__name__}"
 
 
-@then("each timestamp in the description is absent or seconds and nanoseconds since the epoch")
+@then("each timestamp in the description is absent or in a form its protocol version defines")
 def _(world: World) -> None:
     status = world.last.expect_success("describe")
     raw = status.raw if isinstance(status.raw, dict) else {}
+    forms = world.wire(world.provider).vocabulary.timestamp_forms
     for name in ("created_at", "updated_at"):
-        problem = _timestamp_problem(raw.get(name))
+        problem = _timestamp_problem(raw.get(name), forms)
         expect(problem is None, f"{name} is {problem}: {raw.get(name)!r}")
 
 
@@ -537,10 +540,10 @@ def _(world: World) -> None:
     now = time.time()
     for name in ("created_at", "updated_at"):
         value = raw.get(name)
-        if not isinstance(value, dict) or not isinstance(value.get("secs_since_epoch"), int):
-            continue
-        secs = value["secs_since_epoch"]
-        # secs_since_epoch counts seconds: milliseconds there put a sandbox made just now some 50,000 years ahead
-        expect(secs <= now + CLOCK_SKEW_S,
-               f"{name}.secs_since_epoch is {secs}, {secs - now:.0f} s after the suite's clock, for a sandbox made "
-               "moments ago; it counts seconds since the epoch (milliseconds, say, are not seconds)")
+        seconds = epoch_seconds(value)
+        if seconds is None:
+            continue  # absent, or no timestamp: the step before judges that
+        # Seconds since the epoch count seconds: milliseconds there put a sandbox made just now some 50,000 years ahead
+        expect(seconds <= now + CLOCK_SKEW_S,
+               f"{name} is {value!r}, {seconds - now:.0f} s after the suite's clock, for a sandbox made moments ago; "
+               "it counts seconds since the epoch (milliseconds, say, are not seconds)")

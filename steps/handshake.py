@@ -43,10 +43,11 @@ def _(world: World) -> None:
     world.last = attempt(lambda: wire.call(wire.vocabulary.methods["initialize"], params))
 
 
-@then(parsers.parse("the provider answered that initialize with its protocol version {version:d}"))
-def _(world: World, version: int) -> None:
+@then("the provider answered that initialize with its own protocol version")
+def _(world: World) -> None:
     answer = world.last.expect_success("initialize with a field the provider does not know")
-    field = _wire(world).vocabulary.version_field
+    vocabulary = _wire(world).vocabulary
+    field, version = vocabulary.version_field, vocabulary.protocol_version
     found = answer.get(field) if isinstance(answer, dict) else None
     expect(found == version, f"an unknown field must be ignored: initialize should answer {field} {version}; "
                              f"it answered {answer!r}")
@@ -59,11 +60,13 @@ def _(world: World) -> None:
     expect(not problems, "the initialize answer violates its schema " + "; ".join(str(p) for p in problems))
 
 
-@then(parsers.parse("the answer names protocol version {version:d}"))
-def _(world: World, version: int) -> None:
+@then("the answer names the protocol version the host speaks")
+def _(world: World) -> None:
+    # The dialect's own version, not a literal: the scenario holds for every JSON-RPC dialect (v1, v2, the sketch).
     identity = _fresh(world).identity
-    expect(identity.protocol_version == version,
-           f"the provider answered protocol version {identity.protocol_version!r}, expected {version}")
+    spoken = _wire(world).vocabulary.protocol_version
+    expect(identity.protocol_version == spoken,
+           f"the provider answered protocol version {identity.protocol_version!r}, but the host speaks {spoken!r}")
 
 
 @then("the answer names the provider kind and version")
@@ -93,8 +96,9 @@ def _(world: World) -> None:
     world.last.expect_application_error(f"initialize asking for protocol version {asked}")
 
 
-@then(parsers.parse("the refusal message names version {asked:d} and the provider's own version {own:d}"))
-def _(world: World, asked: int, own: int) -> None:
+@then(parsers.parse("the refusal message names version {asked:d} and the provider's own version"))
+def _(world: World, asked: int) -> None:
+    own = _wire(world).vocabulary.protocol_version  # the version the host speaks, which the provider was started for
     error = world.last.error
     assert isinstance(error, ApplicationErrorAnswer)
     text = " ".join([error.message, str(error.detail.get("reason", ""))])

@@ -13,11 +13,12 @@ from pytest_bdd import parsers, then, when
 from conformance.adapter import ExecRequest, RunningFollow
 from conformance.errors import ApplicationErrorAnswer, CallTimeout
 
-from ._shared import World, attempt, cleanup, expect, unescape
+from ._shared import World, attempt, caught_up, cleanup, expect, unescape
 from ._state import Background
 
 PROMPT_S = 5.0  # how long a call that must not wait behind a long poll may take
 OUTPUT_S = 10.0  # how long a process or terminal may take to show what the scenario waits for
+LATE_OUTPUT_S = 0.3  # how long output written behind an answer is given to show before "none came late"
 # Escape sequences of every family (CSI, OSC, DCS, C1 forms), then every byte value, then a newline.
 RAW_BYTES = (b"\x1b[1;31mred\x1b[0m \x1b]0;title\x07 \x1bP1$r\x1b\\ \xc2\x9b2J \x9b1m \x1b(B\x1b[?25l"
              + bytes(range(256)) + b"\n")
@@ -168,9 +169,10 @@ def _(world: World) -> None:
     process_id = _process(world)
     read = Background(lambda: world.processes("read a stdio process's output").read(process_id, timeout_s=30.0))
     world.interactive.waiting_read = read
-    # Give the read time to reach the provider and wait there; an answer now is no failure (a provider
-    # may answer a poll at once), it only means the rest of the scenario proves less.
-    read.wait(0.3)
+    # Give the read time to reach the provider and wait there (taken in once a later health call is
+    # answered); an answer now is no failure (a provider may answer a poll at once), it only means the
+    # rest of the scenario proves less.
+    caught_up(world.provider, 0.3)
 
 
 def _promptly(what: str, call: Callable[[], Any]) -> Any:
@@ -190,7 +192,7 @@ def _(world: World, count: int) -> None:
         process_id = processes.open(sandbox_id, "cat", process_id=world.token("conformance-stdio"))
         reads.append(Background(lambda pid=process_id: processes.read(pid, timeout_s=30.0)))
     world.interactive.waiting_reads = reads
-    time.sleep(0.3)  # every read has reached the provider and waits there
+    caught_up(world.provider, 0.3)  # every read has reached the provider and waits there
 
 
 @then("the provider's health and a description of the sandbox are answered while those reads wait")
@@ -301,6 +303,20 @@ def _(world: World) -> None:
     if isinstance(waiting.error, ApplicationErrorAnswer):
         return  # refusing input to a process that is gone is an answer too
     waiting.value()
+
+
+@when(parsers.parse('the process has written "{text}"'))
+def _(world: World, text: str) -> None:
+    """Reads the output until ``text`` shows: proof the process got as far as writing it (here: a child it
+    started is running), so what follows does not race the process's own start."""
+    wanted, seen = text.encode("utf-8"), b""
+    deadline = time.monotonic() + OUTPUT_S
+    while wanted not in seen:
+        remaining = deadline - time.monotonic()
+        expect(remaining > 0, f"the process should write {text!r}; within {OUTPUT_S:.0f} s it wrote {_preview(seen)}")
+        chunk = world.processes("read a stdio process's output").read(_process(world), timeout_s=remaining)
+        expect(chunk is not None, f"the process should write {text!r}; its output ended after {_preview(seen)}")
+        seen += chunk
 
 
 @when("I terminate the process")
@@ -708,7 +724,7 @@ def _(world: World, source: str, to_end: str | None) -> None:
     if to_end:
         _end_of_follow(world, OUTPUT_S)
     else:
-        time.sleep(0.3)  # let the follow get under way before anything else happens to it
+        caught_up(world.provider, 0.3)  # let the follow get under way before anything else happens to it
 
 
 def _log_follow(world: World) -> RunningFollow:
@@ -729,7 +745,7 @@ def _end_of_follow(world: World, within_s: float) -> None:
 def _(world: World, source: str) -> None:
     world.interactive.second_follow = world.streams("follow logs").start_log_follow(
         _sandbox_id(world), source, stream_id=world.token("conformance-logs"))
-    time.sleep(0.3)  # let the follow get under way before anything else happens to it
+    caught_up(world.provider, 0.3)  # let the follow get under way before anything else happens to it
 
 
 @when("I cancel the follow")
@@ -814,7 +830,11 @@ def _(world: World) -> None:
 
 @then("the follow delivered some log output")
 def _(world: World) -> None:
-    chunks = _log_follow(world).chunks_so_far()
+    follow = _log_follow(world)
+    # Output a provider sends behind its answer may come any time after it: wait for some (at once when it
+    # came first), so the next step can tell late output from none.
+    follow.await_output(OUTPUT_S)
+    chunks = follow.chunks_so_far()
     expect(any(chunk.data for chunk in chunks),
            f"the follow of the {world.interactive.log_source} log delivered no output")
 
@@ -824,6 +844,11 @@ def _(world: World) -> None:
     follow = _log_follow(world)
     answered = follow.answer_sequence
     expect(answered is not None, "the follow has not answered")
+    # Output sent behind the answer may still be on its way: give it LATE_OUTPUT_S to show (less once it does).
+    deadline = time.monotonic() + LATE_OUTPUT_S
+    while (not any(chunk.sequence > answered for chunk in follow.chunks_so_far())
+           and time.monotonic() < deadline):
+        time.sleep(0.01)
     late = [chunk for chunk in follow.chunks_so_far() if chunk.sequence > answered]
     expect(not late, f"{len(late)} piece(s) of log output arrived after the follow's answer (answer was inbound "
                      f"message #{answered}, output came as #{[c.sequence for c in late]}); all output must come first")

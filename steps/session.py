@@ -2,15 +2,30 @@
 
 from __future__ import annotations
 
+import os
+import re
+import signal
 import threading
 import time
+from pathlib import Path
 
+import pytest
 from pytest_bdd import parsers, then, when
 
 from conformance.adapter import ExecRequest, ProviderAdapter, SandboxRequest
 from conformance.errors import ProviderCallError, ProviderViolation
 
-from ._shared import Attempt, World, attempt, expect, fresh_provider, raw_channel
+from ._shared import (
+    Attempt,
+    World,
+    attempt,
+    await_printed,
+    caught_up,
+    expect,
+    fresh_provider,
+    printed_so_far,
+    raw_channel,
+)
 
 HEALTH_STATUSES = ("ok", "unreachable", "unauthorized", "unknown")
 
@@ -80,7 +95,9 @@ def _(world: World, seconds: int) -> None:
 
     threading.Thread(target=run, name="running-command", daemon=True).start()
     started.wait(5.0)
-    time.sleep(0.3)  # the request is on the wire and the command has begun
+    # The request goes out on that thread at some point after this: a health call sent now could overtake it,
+    # so only time says it is on the wire and the command has begun.
+    time.sleep(0.3)
 
 
 @when(parsers.parse("a streamed command that sleeps for {seconds:d} seconds is running on that provider"))
@@ -88,7 +105,80 @@ def _(world: World, seconds: int) -> None:
     fresh, sandbox_id = _sandbox_on_fresh_provider(world)
     world.streams("streaming exec", fresh).start_exec(sandbox_id, ExecRequest(f"sleep {seconds}",
                                                                               timeout_s=seconds + 30.0))
-    time.sleep(0.3)  # the request is on the wire and the command has begun
+    caught_up(fresh, 0.3)  # the request went out above; the provider has taken it in and started the command
+
+
+# What the command below prints before it becomes the sleep: its shell's pid, which `exec` keeps.
+PID_PRINTED = re.compile(rb"pid=(\d+);")
+
+
+def _process(pid: int) -> tuple[str, str, bytes] | None:
+    """The host process ``pid``: its state, its start time (in clock ticks since boot, which a later process
+    reusing the pid does not share) and its command line; None when there is no such process."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()  # after the name, which may hold spaces and parentheses
+    return fields[0], fields[19], cmdline
+
+
+def _still_runs(pid: int, started: str) -> bool:
+    """The process seen running as ``pid`` since ``started`` runs still (a zombie has ended: it only awaits
+    its parent)."""
+    found = _process(pid)
+    return found is not None and found[1] == started and found[0] not in ("Z", "X")
+
+
+@when(parsers.parse("a streamed command that prints its process id, then sleeps for {seconds:d} seconds, "
+                    "is running on that provider"))
+def _(world: World, request: pytest.FixtureRequest, seconds: int) -> None:
+    """A command whose host process the suite watches: only where the provider runs commands as processes of
+    this host (isolation none) can the host see whether one outlives the provider."""
+    isolation = fresh_provider(world).capabilities.isolation
+    if isolation != "none":
+        pytest.skip(f"the provider declares isolation {isolation!r}: its commands run isolated from this host, "
+                    "so the host cannot see whether their processes outlive the provider")
+    fresh, sandbox_id = _sandbox_on_fresh_provider(world)
+    running = world.streams("streaming exec", fresh).start_exec(
+        sandbox_id, ExecRequest(f"printf 'pid=%s;' $$; exec sleep {seconds}", timeout_s=seconds + 30.0))
+    await_printed(running, b";", 10.0, "the command")
+    printed = PID_PRINTED.search(printed_so_far(running))
+    expect(printed is not None, "the command `printf 'pid=%s;' $$` should print its process id as pid=N; it printed "
+                                f"{printed_so_far(running)!r}")
+    assert printed is not None
+    pid = int(printed.group(1))
+    deadline = time.monotonic() + 5.0
+    while (found := _process(pid)) is None or not found[2].startswith(b"sleep\0"):  # exec has not happened yet
+        if time.monotonic() >= deadline:
+            seen = "no process" if found is None else f"the process {found[2].replace(bytes(1), b' ')!r}"
+            pytest.skip(f"the command printed its process id {pid}, but this host sees {seen} there, not the "
+                        "command's sleep: the id is not the command's process as this host sees it, so the host "
+                        "cannot see whether the command outlives the provider")
+        time.sleep(0.02)
+    started = found[1]
+    world.session.command_process = (pid, started)
+
+    def end_it() -> None:  # a command the provider left running is not left to this host for 30 s
+        if _still_runs(pid, started):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+    request.addfinalizer(end_it)
+
+
+@then(parsers.parse("the command's process has ended within {seconds:d} seconds of the provider's exit"))
+def _(world: World, seconds: int) -> None:
+    pid, started = world.require(world.session.command_process, "command process seen running")
+    deadline = time.monotonic() + seconds
+    while _still_runs(pid, started):
+        expect(time.monotonic() < deadline,
+               f"the command (pid {pid}) was still running {seconds} s after the provider exited: on shutdown a "
+               "provider cancels the commands still running, it does not leave them to finish on their own")
+        time.sleep(0.05)
 
 
 @when("a stdio process waiting for its input is open on that provider")

@@ -5,14 +5,23 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 
 from pytest_bdd import parsers, then, when
 
 from conformance.adapter import ExecRequest, OutputChunk, RunningExec, StreamOutcome
 from conformance.errors import CallTimeout, NotExpressible
 
-from ._shared import World, attempt, await_file, expect, sanitization_mode, unescape
+from ._shared import (
+    BlockComparison,
+    World,
+    attempt,
+    await_file,
+    expect,
+    fitted_request,
+    sanitization_mode,
+    unescape,
+)
 
 # Generous: the machine is shared, and a large stream crosses two JSON codecs.
 LARGE_STREAM_TIMEOUT_S = 300.0
@@ -20,6 +29,9 @@ SLOW_LINES = 30
 # How long to wait for a command's first chunk to know it is running; a provider that does not
 # stream live sends none before it ends, so the step goes on after this.
 FIRST_CHUNK_WAIT_S = 0.5
+# How long output a provider says it observed may take to arrive after its answer; an honest stream is
+# complete when it answers, so nothing waits this long but a provider still sending.
+LATE_OUTPUT_WAIT_S = 5.0
 
 
 # -- helpers --------------------------------------------------------------------------------------
@@ -41,8 +53,19 @@ def _last_number(world: World) -> int:
     return world.require(world.stream.last_number, "streamed count of numbers")
 
 
-def _start(world: World, request: ExecRequest, retained_limit: int | None = None) -> RunningExec:
-    return world.streams("streaming exec").start_exec(world.require_sandbox().id, request, retained_limit)
+def _start(world: World, request: ExecRequest, retained_limit: int | None = None,
+           comparisons: dict[str, BlockComparison] | None = None) -> RunningExec:
+    observers = tuple((comparisons or {}).values())
+    return world.streams("streaming exec").start_exec(world.require_sandbox().id, request, retained_limit,
+                                                      observers=observers)
+
+
+def _compared_with_seq(world: World, last: int) -> dict[str, BlockComparison]:
+    """Both tags compared, as they arrive, with `seq 1 <last>`: which one carries it is known only once the
+    result says whether the streams are separated."""
+    world.stream.last_number = last
+    world.stream.comparisons = {tag: BlockComparison(tag, _seq_blocks(last)) for tag in ("stdout", "stderr")}
+    return world.stream.comparisons
 
 
 def _wait_for_first_chunk(running: RunningExec, limit_s: float = FIRST_CHUNK_WAIT_S) -> None:
@@ -58,11 +81,12 @@ def _in_time(stream: StreamOutcome) -> list[OutputChunk]:
 
 
 def _streamed(stream: StreamOutcome, tag: str | None = None) -> bytes:
-    return b"".join(c.data for c in _in_time(stream) if tag is None or c.stream == tag)
+    """The bytes that arrived before the response (output sent after it does not count)."""
+    return stream.streamed(tag)
 
 
 def _late_note(stream: StreamOutcome) -> str:
-    late = len(stream.chunks) - len(_in_time(stream))
+    late = stream.late_chunks
     return f" ({late} more chunks arrived after the response, where they do not count)" if late else ""
 
 
@@ -109,43 +133,17 @@ def _seq_last_for(minimum_bytes: int) -> int:
     return low
 
 
-def _first_difference(received: Iterable[bytes],
-                      expected: Iterable[bytes]) -> tuple[int, int, bytes, bytes] | None:
-    """Compare two byte streams block by block without joining either. ``None`` when equal, else
-    (offset of the first difference, bytes received, what was received there, what was expected)."""
-    expected_blocks = iter(expected)
-    pending = memoryview(b"")
-    offset = 0
-    for block in received:
-        view = memoryview(block)
-        while view:
-            if not pending:
-                nxt = next(expected_blocks, None)
-                if nxt is None:
-                    return offset, offset + len(view), bytes(view[:32]), b"(end of output)"
-                pending = memoryview(nxt)
-            size = min(len(view), len(pending))
-            if view[:size] != pending[:size]:
-                at = next(i for i in range(size) if view[i] != pending[i])
-                return offset + at, offset + at, bytes(view[at:at + 32]), bytes(pending[at:at + 32])
-            view, pending, offset = view[size:], pending[size:], offset + size
-    missing = bytes(pending[:32]) or next(expected_blocks, b"")[:32]
-    if missing:
-        return offset, offset, b"(end of output)", missing
-    return None
-
-
 # -- running --------------------------------------------------------------------------------------
 
 
 @when(parsers.re(r"I stream `(?P<command>.+)`$"))
 def _(world: World, command: str) -> None:
-    _finish(world, _start(world, ExecRequest(command=command)))
+    _finish(world, _start(world, fitted_request(command)))
 
 
 @when(parsers.re(r"I stream `(?P<command>.+)` with output sanitization (?P<mode>not given|[a-z_]+)$"))
 def _(world: World, command: str, mode: str) -> None:
-    _finish(world, _start(world, ExecRequest(command=command, sanitization=sanitization_mode(mode))))
+    _finish(world, _start(world, fitted_request(command, sanitization=sanitization_mode(mode))))
 
 
 @when(parsers.re(r"I stream `(?P<command>.+)` with a timeout of (?P<seconds>\d+) seconds?$"))
@@ -178,7 +176,7 @@ def _(world: World) -> None:
 
 @when(parsers.re(r"I start streaming `(?P<command>.+)`$"))
 def _(world: World, command: str) -> None:
-    world.stream.running = _start(world, ExecRequest(command=command))
+    world.stream.running = _start(world, fitted_request(command))
 
 
 @when("the streamed command has printed something")
@@ -196,7 +194,7 @@ def _(world: World, seconds: int, text: str) -> None:
         stream = _finish(world, running, float(seconds))
     except CallTimeout:
         expect(False, f"the streamed command did not finish within {seconds} s; it streamed "
-                      f"{b''.join(c.data for c in running.chunks_so_far())!r} — after a resume, what was running "
+                      f"{b''.join(c.data for c in running.chunks_so_far())[:200]!r} — after a resume, what was running "
                       "carries on")
         raise
     expect(stream.result.outcome == "ran" and stream.result.exit_code == 0,
@@ -210,15 +208,15 @@ def _(world: World, seconds: int, text: str) -> None:
 def _(world: World, last: int, name: str, limit: int) -> None:
     expect(name in ("stdout", "stderr"), f"the scenario names an unknown stream {name!r}")
     redirect = " >&2" if name == "stderr" else ""
-    world.stream.last_number = last
-    _finish(world, _start(world, ExecRequest(command=f"seq 1 {last}{redirect}"), retained_limit=limit))
+    _finish(world, _start(world, fitted_request(f"seq 1 {last}{redirect}"), retained_limit=limit,
+                          comparisons=_compared_with_seq(world, last)))
 
 
 @when(parsers.parse("I stream a command that writes the numbers 1 to {last:d} on both of its outputs, retaining "
                     "at most {limit:d} bytes each"))
 def _(world: World, last: int, limit: int) -> None:
     world.stream.last_number = last
-    stream = _finish(world, _start(world, ExecRequest(command=f"seq 1 {last}; seq 1 {last} >&2"), retained_limit=limit))
+    stream = _finish(world, _start(world, fitted_request(f"seq 1 {last}; seq 1 {last} >&2"), retained_limit=limit))
     if not stream.streams_separated:
         raise NotExpressible(world.provider.dialect, "a retention limit per stream, when the streams are combined")
 
@@ -227,15 +225,14 @@ def _(world: World, last: int, limit: int) -> None:
                     "at most {limit:d} bytes"))
 def _(world: World, mib: int, limit: int) -> None:
     last = _seq_last_for(mib << 20)
-    world.stream.last_number = last
     request = ExecRequest(command=f"seq 1 {last}", timeout_s=LARGE_STREAM_TIMEOUT_S)
-    _finish(world, _start(world, request, retained_limit=limit))
+    _finish(world, _start(world, request, retained_limit=limit, comparisons=_compared_with_seq(world, last)))
 
 
 @when("I stream a slow command that prints a line every 50 ms for 1.5 seconds")
 def _(world: World) -> None:
     command = f'for i in $(seq 1 {SLOW_LINES}); do echo "slow line $i"; sleep 0.05; done'
-    slow = _start(world, ExecRequest(command=command))
+    slow = _start(world, fitted_request(command))
     world.stream.slow = slow
     _wait_for_first_chunk(slow)
     expect(not slow.done(), "the slow command should still be running at this point, but it already answered")
@@ -244,7 +241,7 @@ def _(world: World) -> None:
 @when("while it runs I stream a fast command and describe the sandbox")
 def _(world: World) -> None:
     sandbox_id = world.require_sandbox().id
-    fast = _start(world, ExecRequest(command="printf 'fast output'"))
+    fast = _start(world, fitted_request("printf 'fast output'"))
     world.provider.describe(sandbox_id)
     world.stream.described_at = time.monotonic()
     world.stream.fast_outcome = fast.wait()
@@ -254,12 +251,12 @@ def _(world: World) -> None:
 @when(parsers.re(r"I run `(?P<command>.+)` both buffered and streamed$"))
 def _(world: World, command: str) -> None:
     world.stream.buffered = world.run(command)
-    _finish(world, _start(world, ExecRequest(command=command)))
+    _finish(world, _start(world, fitted_request(command)))
 
 
 @when(parsers.re(r"another stream `(?P<command>.+)` runs beside it in the same sandbox$"))
 def _(world: World, command: str) -> None:
-    world.stream.slow = _start(world, ExecRequest(command=command))
+    world.stream.slow = _start(world, fitted_request(command))
 
 
 @then(parsers.parse('the other stream still ends normally, having streamed "{text}"'))
@@ -282,7 +279,7 @@ def _(world: World, text: str) -> None:
 @when("I stream a command that writes every byte value from 0 to 255")
 def _(world: World) -> None:
     octal = "".join(f"\\{b:03o}" for b in range(256))
-    _finish(world, _start(world, ExecRequest(command=f"printf '{octal}'")))
+    _finish(world, _start(world, fitted_request(f"printf '{octal}'")))
 
 
 @then("the streamed stdout is exactly every byte value from 0 to 255")
@@ -322,7 +319,7 @@ def _(world: World, which: str) -> None:
     if which == "unknown":
         exec_id = world.token("conformance-never-started")
     elif which == "finished":
-        finished = _start(world, ExecRequest(command="printf done"))
+        finished = _start(world, fitted_request("printf done"))
         _ran(finished.wait())
         exec_id = finished.exec_id
     elif which == "a prefix of the running one's":
@@ -360,9 +357,13 @@ def _(world: World) -> None:
     _ran(stream)
     answered = stream.answer_sequence
     assert answered is not None  # a stream that answered has a place in the inbound order
+    # Output written behind the answer may reach us any time after it: wait until every byte the provider
+    # says it observed has come (at once for an honest stream), then count what came late.
+    stream.await_late(LATE_OUTPUT_WAIT_S)
     late = [c for c in stream.chunks if c.sequence > answered]
-    expect(not late,
-           f"{len(late)} of {len(stream.chunks)} output chunks arrived after the exec/stream response; every "
+    count = stream.late_chunks
+    expect(not count,
+           f"{count} of {stream.record.count} output chunks arrived after the exec/stream response; every "
            f"chunk must come before it (the first late one carried {late[0].data[:40]!r})" if late else "")
 
 
@@ -374,15 +375,15 @@ def _(world: World, text: str) -> None:
     got = _streamed(stream, "stdout")
     expect(got == expected,
            f"the stdout chunks should add up to {expected!r}, in order; they add up to {got[:200]!r} "
-           f"({len(stream.chunks)} chunks: {[c.data[:20] for c in stream.chunks[:8]]!r}){_late_note(stream)}")
+           f"({stream.record.count} chunks: {[c.data[:20] for c in stream.chunks[:8]]!r}){_late_note(stream)}")
 
 
 @then("every output chunk is tagged stdout or stderr")
 def _(world: World) -> None:
     stream = _stream(world)
     _ran(stream)
-    expect(bool(stream.chunks), "the command wrote output, but no output chunk arrived")
-    odd = sorted({c.stream for c in stream.chunks} - {"stdout", "stderr"})
+    expect(stream.record.count > 0, "the command wrote output, but no output chunk arrived")
+    odd = sorted(stream.record.tags - {"stdout", "stderr"})
     expect(not odd, f"output chunks must be tagged stdout or stderr; some were tagged {odd}")
 
 
@@ -457,13 +458,16 @@ def _(world: World, name: str) -> None:
     _ran(stream)
     tag = _carrier(stream, name)
     last = _last_number(world)
-    difference = _first_difference((c.data for c in _in_time(stream) if c.stream == tag), _seq_blocks(last))
+    comparison = world.require(world.stream.comparisons, "comparison of the streamed numbers")[tag]
+    difference = comparison.finished()
     if difference is not None:
-        offset, received, got, wanted = difference
+        offset, got, wanted = difference
+        totals = stream.record.totals.get(tag)
+        received = totals.length if totals is not None else 0
         raise AssertionError(
             f"the {tag} chunks should carry the {_seq_size(last)} bytes of `seq 1 {last}`, in order; they differ "
-            f"at byte {offset} (after {received} bytes received before the response): got {got!r}, expected "
-            f"{wanted!r} ({len(stream.chunks)} chunks, {stream.late_chunks} of them after the response)")
+            f"at byte {offset} (of {received} bytes received before the response): got {got!r}, expected "
+            f"{wanted!r} ({stream.record.count} chunks, {stream.late_chunks} of them after the response)")
 
 
 @then(parsers.parse("the {name} capture counts every byte as observed, {retained:d} retained, the rest omitted, "

@@ -16,6 +16,13 @@ REQUIRE_DOCKER = "SANDBOX_CONFORMANCE_REQUIRE_DOCKER"
 DOCKER_VERSION_TIMEOUT_S = 20.0
 
 
+@pytest.fixture(autouse=True)
+def _no_job_summary(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where these tests run in a GitHub Actions step, the hundreds of runs they make must not append
+    their summaries to the job's page; a test that checks the append sets its own file."""
+    monkeypatch.delenv("GITHUB_STEP_SUMMARY", raising=False)
+
+
 @pytest.fixture
 def suite(tmp_path: Path):
     """Run ``sandbox-conformance run`` with the given arguments, reports in a private directory."""
@@ -78,10 +85,13 @@ def rest_server_image(docker_engine: str) -> str:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every test that needs the Docker engine carries the ``docker`` marker (``-m 'not docker'``)."""
+    """Every test that needs the Docker engine carries the ``docker`` marker (``-m 'not docker'``); the
+    whole-suite runs (``slow``) go first: under xdist's load scheduling a long test collected last would
+    start last and set the wall time alone (CI's budget is 15 minutes on two cores)."""
     for item in items:
         callspec = getattr(item, "callspec", None)
         entry = callspec.params.get("entry") if callspec is not None else None
         docker_entry = isinstance(entry, dict) and entry.get("provider") == "docker"  # a catalogued Docker mutant
         if docker_entry or "docker_engine" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.docker)
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

@@ -57,7 +57,8 @@ class InProcessRun:
 def run_suite(provider: ProviderConfig, report_dir: Path, *, scenarios: tuple[str, ...] = (),
               features: tuple[str, ...] = (), tags: str | None = None, keyword: str | None = None,
               strict: bool = False, seed: int | None = 42, expected_failures: str | None = None,
-              update_baseline: str | None = None, repeat: int = 1) -> InProcessRun:
+              update_baseline: str | None = None, repeat: int = 1, maxfail: int = 0,
+              shard: tuple[int, int] | None = None) -> InProcessRun:
     """Run the selection against ``provider`` and return what the CLI would have written and printed.
 
     ``seed=None`` draws a seed as the CLI does without ``--seed``, and a provider without a run id gets a
@@ -67,9 +68,9 @@ def run_suite(provider: ProviderConfig, report_dir: Path, *, scenarios: tuple[st
         seed = int.from_bytes(os.urandom(4), "big")
     if provider.run_id == ProviderConfig.run_id:  # no run id given: a fresh one, as the CLI draws
         provider = replace(provider, run_id=f"run-{uuid.uuid4().hex[:12]}")
-    selection = Selection(scenarios=scenarios, features=features, tags=tags, keyword=keyword)
+    selection = Selection(scenarios=scenarios, features=features, tags=tags, keyword=keyword, shard=shard)
     config = RunConfig(provider=provider, selection=selection, report_dir=str(report_dir), seed=seed, strict=strict,
-                       expected_failures=expected_failures, update_baseline=update_baseline, repeat=repeat)
+                       expected_failures=expected_failures, update_baseline=update_baseline, repeat=repeat, maxfail=maxfail)
     printed, written = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(written):
         outcome = runner.run(config)

@@ -38,7 +38,8 @@ def _assert_one_line_error(run, fragment: str) -> None:
         (["--env", "NOEQUALS"], "--env expects NAME=VALUE"),
         (["--dialect", "klingon"], "invalid choice: 'klingon'"),
         (["--tags", "must and ("], "--tags"),
-        (["--scenario", "no-such-scenario"], "no scenario matched"),
+        (["--scenario", "no-such-scenario"], "--scenario 'no-such-scenario' is not a scenario id"),
+        (["--feature", "exec.featur"], "closest: exec.feature"),
         (["--report-dir", "/proc/forbidden"], "--report-dir /proc/forbidden is not writable"),
         (["--no-such-flag"], "unrecognized arguments: --no-such-flag"),
         (["--call-timeout", "0"], "--call-timeout must be a positive number of seconds"),
@@ -122,7 +123,9 @@ def test_the_default_report_dir_is_reports_in_the_working_directory(tmp_path: Pa
 
 
 @pytest.mark.parametrize(("plugin_arguments", "starts"), [
-    pytest.param((), 1, id="v1: the handshake that checks the setup serves the run"),
+    pytest.param(("--dialect", "sandbox-driver-v2"), 1, id="v2: the handshake that checks the setup serves the run"),
+    # Detection asks in v2 first; the v1 plugin refuses it and a fresh process is asked in v1.
+    pytest.param((), 2, id="v1: plus the process that refused the v2 initialize"),
     pytest.param(("--dialect", "fabro-sketch"), 2, id="sketch: plus the throwaway one-or-many probe"),
 ])
 def test_a_one_scenario_run_starts_the_plugin_once(tmp_path: Path, plugin_arguments: tuple[str, ...],
@@ -136,7 +139,8 @@ def test_a_one_scenario_run_starts_the_plugin_once(tmp_path: Path, plugin_argume
     assert run.exit_code == 0, run.stderr
     assert len(counter.read_text().splitlines()) == starts
     assert run.results["summary"]["passed"] == 1
-    if plugin_arguments:  # the detected mode is reported, in results.json and in the run header
+    if "fabro-sketch" in plugin_arguments:  # the detected mode is reported, in results.json and in the run header
         assert run.results["provider"]["sandboxes_per_process"] == "one"
         assert "one sandbox per process" in run.stdout
     assert f"run {run.results['run']['id']}" in run.stdout
+    assert f"protocol {run.results['provider']['negotiation']}" in run.stdout  # how the dialect was settled

@@ -17,16 +17,36 @@ def _sketch(**fields):
     return inprocess.plugin("--dialect", "fabro-sketch", **fields)
 
 
-@pytest.mark.parametrize(("provider", "dialect"), [
-    (inprocess.plugin(), "sandbox-driver-v1"),
-    (_sketch(), "fabro-sketch"),
-], ids=["sandbox-driver-v1", "fabro-sketch"])
-def test_auto_detection_tells_the_dialects_apart(provider, dialect) -> None:
+@pytest.mark.parametrize(("provider", "dialect", "negotiation"), [
+    (inprocess.plugin(), "sandbox-driver-v1", "v1 (the plugin refused v2: "),
+    (inprocess.plugin("--dialect", "sandbox-driver-v2"), "sandbox-driver-v2", "v2 (asked v2)"),
+    (_sketch(), "fabro-sketch", "fabro-sketch (detected from its answer to v2's initialize)"),
+], ids=["sandbox-driver-v1", "sandbox-driver-v2", "fabro-sketch"])
+def test_auto_detection_tells_the_dialects_apart(provider, dialect, negotiation) -> None:
+    """The v2 initialize goes first: the v1 reference refuses it naming version 1 and is asked again, in
+    v1, in a fresh process; the sketch ignores its params."""
     adapter = open_provider(provider)
     try:
         assert adapter.dialect == dialect
         assert adapter.identity.dialect == dialect
         assert adapter.identity.kind == "host"
+        assert adapter.identity.negotiation.startswith(negotiation), adapter.identity.negotiation
+    finally:
+        adapter.close()
+
+
+@pytest.mark.parametrize(("asked", "plugin_argv", "spoken"), [
+    ("sandbox-driver-v1", ("--dialect", "sandbox-driver-v2"), "sandbox-driver-v2"),
+    ("sandbox-driver-v2", (), "sandbox-driver-v1"),
+], ids=["asked-v1-of-the-v2-reference", "asked-v2-of-the-v1-reference"])
+def test_a_configured_version_the_plugin_refuses_naming_the_other_is_spoken_in_that(asked, plugin_argv, spoken) -> None:
+    adapter = open_provider(inprocess.plugin(*plugin_argv, dialect=asked))
+    try:
+        assert adapter.dialect == spoken
+        assert "the plugin refused" in adapter.identity.negotiation
+        sandbox = adapter.create(SandboxRequest())
+        assert adapter.exec(sandbox.id, ExecRequest("printf ok")).stdout == b"ok"
+        adapter.delete(sandbox.id)
     finally:
         adapter.close()
 

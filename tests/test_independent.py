@@ -8,12 +8,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 PLUGIN = REPO / "tests" / "independent" / "indie_v1_plugin.py"
 TRUTHFUL_SKIPS = ("capability ", "applies to dialect", "the sandbox-driver-v1 dialect cannot express: glob",
                   "the sandbox-driver-v1 dialect cannot express: grep", "on the sandbox-driver-v1 dialect, ")
 
 
+@pytest.mark.slow
 def test_the_independent_v1_plugin_passes_with_truthful_skips(tmp_path) -> None:
     reports = tmp_path / "reports"
     run = subprocess.run(

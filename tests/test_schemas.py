@@ -4,6 +4,10 @@ Examples live in ``tests/schema_examples/<schema folder>.yaml``: a mapping from 
 relative to that folder (``methods/sandbox.create.json#/$defs/params``, ``results.json`` for a root
 schema) to ``{valid: [...], invalid: [...]}`` instances. Besides plain YAML, ``!repeat [text, count]``
 builds long strings, so the id and kind length limits can be probed at their exact edges.
+
+A v2 method or notification part that is nothing but a ``$ref`` to the same part in the v1 folder (the
+shape did not change) inherits v1's examples: they run against the v2 ref, so the reuse is proven, not
+assumed.
 """
 
 from __future__ import annotations
@@ -26,7 +30,9 @@ from conformance import bundle, schemas
 
 EXAMPLES_DIR = Path(__file__).resolve().parent / "schema_examples"
 DIALECT = "sandbox-driver-v1"
-DIALECTS = ("sandbox-driver-v1", "fabro-sketch")
+V2 = "sandbox-driver-v2"
+SANDBOX_DRIVER = (DIALECT, V2)
+DIALECTS = (DIALECT, V2, "fabro-sketch")
 DRAFT_2020_12 = "https://json-schema.org/draft/2020-12/schema"
 ENVELOPE_FORMS = ("Request", "Success", "Failure", "Notification", "FromPlugin")
 # The shared shapes every message leans on; each needs its own examples, not just coverage through a method.
@@ -64,6 +70,7 @@ class Example:
     expected: str  # "valid" or "invalid"
     index: int
     instance: Any
+    inherited_from: str | None = None  # the folder whose examples file states it, when not ``folder``
 
     @property
     def absolute_ref(self) -> str:
@@ -71,7 +78,8 @@ class Example:
 
     @property
     def test_id(self) -> str:
-        return f"{self.folder}/{self.ref} {self.expected}[{self.index}]"
+        inherited = f" (from {self.inherited_from})" if self.inherited_from else ""
+        return f"{self.folder}/{self.ref} {self.expected}[{self.index}]{inherited}"
 
 
 @cache
@@ -83,8 +91,26 @@ def example_files() -> dict[str, dict[str, Any]]:
     }
 
 
+def _load(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def _v1_delegations() -> set[str]:
+    """The v2 method and notification parts that are exactly a ``$ref`` to the same part in the v1 folder."""
+    found = set()
+    for path in schemas.files(V2):
+        if path.parent.name not in ("methods", "notifications"):
+            continue
+        relative = path.relative_to(bundle.schemas_dir() / V2).as_posix()
+        for part, shape in _load(path).get("$defs", {}).items():
+            if shape == {"$ref": f"../../{DIALECT}/{relative}#/$defs/{part}"}:
+                found.add(f"{relative}#/$defs/{part}")
+    return found
+
+
 def all_examples() -> list[Example]:
-    """Every example of every file, flattened so each gets its own test id."""
+    """Every example of every file, flattened so each gets its own test id; then v1's examples of the parts
+    v2 reuses unchanged, run against the v2 refs."""
     found = []
     for folder, entries in example_files().items():
         for ref, verdicts in (entries or {}).items():
@@ -93,6 +119,11 @@ def all_examples() -> list[Example]:
             for expected in EXPECTATIONS:
                 for index, instance in enumerate(verdicts.get(expected) or []):
                     found.append(Example(folder, ref, expected, index, instance))
+    for ref in sorted(_v1_delegations()):
+        verdicts = example_files()[DIALECT].get(ref) or {}
+        for expected in EXPECTATIONS:
+            for index, instance in enumerate(verdicts.get(expected) or []):
+                found.append(Example(V2, ref, expected, index, instance, inherited_from=DIALECT))
     return found
 
 
@@ -176,7 +207,9 @@ def test_every_ref_names_an_existing_schema(folder: str) -> None:
 
 
 def _dialect_refs(dialect: str = DIALECT) -> set[str]:
-    return set(example_files()[dialect])
+    """The refs with examples: stated in the dialect's file, or (v2) inherited from v1's."""
+    inherited = {e.ref for e in EXAMPLES if e.folder == dialect and e.inherited_from}
+    return set(example_files()[dialect]) | inherited
 
 
 def _relative(path: Path, dialect: str = DIALECT) -> str:
@@ -196,11 +229,12 @@ def test_every_method_has_params_and_result_examples(dialect: str) -> None:
     assert not missing, f"method schemas without examples: {missing}"
 
 
-def test_every_notification_has_params_examples() -> None:
-    notifications = [p for p in schemas.files(DIALECT) if p.parent.name == "notifications"]
+@pytest.mark.parametrize("dialect", SANDBOX_DRIVER)
+def test_every_notification_has_params_examples(dialect: str) -> None:
+    notifications = [p for p in schemas.files(dialect) if p.parent.name == "notifications"]
     assert notifications, "no notification schemas found"
-    wanted = [f"{_relative(path)}#/$defs/params" for path in notifications]
-    missing = [ref for ref in wanted if ref not in _dialect_refs()]
+    wanted = [f"{_relative(path, dialect)}#/$defs/params" for path in notifications]
+    missing = [ref for ref in wanted if ref not in _dialect_refs(dialect)]
     assert not missing, f"notification schemas without examples: {missing}"
 
 
@@ -209,10 +243,27 @@ def test_every_envelope_form_and_important_common_def_has_examples() -> None:
     wanted += [f"common.json#/$defs/{name}" for name in IMPORTANT_COMMON_DEFS]
     missing = [ref for ref in wanted if ref not in _dialect_refs()]
     assert not missing, f"shapes without examples: {missing}"
+    # v2's common.json holds only what v2 changed, so every shape it defines needs examples of its own.
+    v2_common = _load(bundle.schemas_dir() / V2 / "common.json")["$defs"]
+    wanted = [f"envelope.json#/$defs/{form}" for form in ENVELOPE_FORMS]
+    wanted += [f"common.json#/$defs/{name}" for name in v2_common]
+    missing = [ref for ref in wanted if ref not in _dialect_refs(V2)]
+    assert not missing, f"v2 shapes without examples: {missing}"
     sketch = [f"envelope.json#/$defs/{form}" for form in ENVELOPE_FORMS]
     sketch += [f"common.json#/$defs/{name}" for name in ("Capabilities", "SandboxId", "ProviderKind", "ErrorObject")]
     missing = [ref for ref in sketch if ref not in _dialect_refs("fabro-sketch")]
     assert not missing, f"sketch shapes without examples: {missing}"
+
+
+def test_v2_has_no_schema_for_what_it_removed() -> None:
+    """v2 removed the base64 methods and their notifications: a schema for one would check a message
+    that must not exist (a v2 plugin answers those methods -32601)."""
+    removed = {"methods/exec.run.json", "methods/exec.cancel.json", "methods/exec.stdio_input.json",
+               "methods/exec.stdio_output.json", "methods/exec.stdio_close_input.json", "methods/pty.input.json",
+               "methods/pty.output.json", "notifications/exec.output.json", "notifications/logs.output.json"}
+    present = {_relative(path, V2) for path in schemas.files(V2)}
+    assert not removed & present
+    assert removed <= {_relative(path) for path in schemas.files(DIALECT)}, "the v1 counterparts exist"
 
 
 def test_the_report_root_has_examples() -> None:
@@ -227,10 +278,6 @@ SCHEMA_FILES = sorted(bundle.schemas_dir().rglob("*.json"))
 
 def _schema_id(path: Path) -> str:
     return path.relative_to(bundle.schemas_dir()).as_posix()
-
-
-def _load(path: Path) -> dict[str, Any]:
-    return json.loads(path.read_text(encoding="utf-8"))
 
 
 def test_schema_files_are_found() -> None:

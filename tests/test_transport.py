@@ -34,7 +34,7 @@ class FakeTransport:
         self._on_close: Callable[[], None] | None = None
         self.alive = True
 
-    def start(self, on_line, on_close) -> None:
+    def start(self, on_line, on_close, on_overflow=None) -> None:
         self._on_line, self._on_close = on_line, on_close
 
     def send(self, frame: bytes) -> None:

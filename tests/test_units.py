@@ -64,3 +64,36 @@ def test_redaction_removes_known_secrets_and_secret_looking_keys() -> None:
 def test_example_keys_are_slugs_of_the_first_cell() -> None:
     assert example_key({"operation": "refresh activity", "capability": "x"}) == "refresh-activity"
     assert example_key({"code": "42"}) == "42"
+
+
+# -- the results document's self-check ------------------------------------------------------------------------
+
+
+def test_results_self_check_refuses_a_document_that_breaks_its_schema(tmp_path) -> None:
+    """write_document validates before it writes: a scenario that ran, the document's own fields and the one
+    left-out scenario entry that stands for all of them are checked; a valid document is written."""
+    import copy
+    import json
+
+    from conformance.errors import HarnessError
+    from conformance.reporting.writer import write_document
+    from tests import inprocess
+
+    run = inprocess.run_suite(inprocess.plugin(run_id="self-check"), tmp_path / "run", scenarios=("delete-unknown",))
+    document = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert sum(s["outcome"] == "disabled" for s in document["scenarios"]) > 1
+    assert run.exit_code == 0
+
+    written = write_document(tmp_path / "again", copy.deepcopy(document))
+    assert json.loads((tmp_path / "again" / "results.json").read_text()) == written
+
+    ran = copy.deepcopy(document)
+    next(s for s in ran["scenarios"] if s["outcome"] == "passed")["outcome"] = "green"
+    top = copy.deepcopy(document)
+    top["verdict"] = "PASS"
+    left_out = copy.deepcopy(document)
+    next(s for s in left_out["scenarios"] if s["outcome"] == "disabled")["level"] = "sometimes"
+    for broken in (ran, top, left_out):
+        with pytest.raises(HarnessError, match="would violate its own schema"):
+            write_document(tmp_path / "broken", broken)
+    assert not (tmp_path / "broken").exists()

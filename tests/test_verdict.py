@@ -88,8 +88,9 @@ def _refusing_restart_plugin(tmp_path: Path, live_s: float) -> str:
 
 def test_a_provider_that_cannot_be_restarted_is_an_error_not_a_failure(suite, tmp_path: Path) -> None:
     """Subprocess: a plugin process killed mid-run whose restarts a wrapping script refuses."""
-    run = suite("--plugin", _refusing_restart_plugin(tmp_path, live_s=3), "--feature", "exec.feature",
-                "--feature", "streaming.feature", timeout=600)
+    # The dialect is given: detection would spend the first start on the v2 initialize the plugin refuses.
+    run = suite("--plugin", _refusing_restart_plugin(tmp_path, live_s=3), "--dialect", "sandbox-driver-v1",
+                "--feature", "exec.feature", "--feature", "streaming.feature", timeout=600)
     assert run.exit_code == 1, run.stdout[-2000:]
     errors = [s for s in run.results["scenarios"] if s["outcome"] == "error"]
     assert errors, run.outcomes()
@@ -220,8 +221,9 @@ def test_update_baseline_writes_the_failures_and_a_rerun_with_it_passes(run_in_p
 
 
 def test_a_selection_that_matches_nothing_is_refused(suite) -> None:
-    """Subprocess: the CLI's exit 2 and its one line."""
-    run = suite("--scenario", "no-such-scenario")
+    """Subprocess: the CLI's exit 2 and its one line. (A tag no scenario carries: an unknown --scenario id is
+    refused earlier, naming the closest ids.)"""
+    run = suite("--tags", "req:NO-SUCH-1")
     assert run.exit_code == 2
     assert "no scenario matched the selection" in run.stderr
 
@@ -355,6 +357,7 @@ def test_a_planted_token_never_appears_in_any_report(run_in_process) -> None:
     assert "authenticating with" in failure["stderr"]
     for where, text in (("results.json", (run.report_dir / "results.json").read_text()),
                         ("junit.xml", (run.report_dir / "junit.xml").read_text()),
+                        ("summary.md", (run.report_dir / "summary.md").read_text()),
                         ("stdout", run.stdout), ("stderr", run.stderr)):
         assert canary not in text, f"the canary token appears in {where}"
     assert '--env "CANARY_TOKEN=${CANARY_TOKEN:?export CANARY_TOKEN first}"' in failure["reproduce"]

@@ -24,6 +24,14 @@ def bash_argv(request: ExecRequest, dialect: str, *, fold_working_dir: bool = Tr
     With ``fold_working_dir`` or ``fold_env`` false the caller sends that part in a field of its own
     and it is left out of the argv.
     """
+    if request.argv is not None:
+        raise NotExpressible(dialect, "an argument vector run without a shell")
+    if request.stop_grace_s is not None:
+        raise NotExpressible(dialect, "a stop grace for the provider's own stops")
+    if request.minimal_spec:
+        raise NotExpressible(dialect, "a command request giving only the command and its environment")
+    if request.undefined_fields:
+        raise NotExpressible(dialect, "a command request carrying fields the protocol does not define")
     if request.stdin is not None:
         raise NotExpressible(dialect, "a command with stdin")
     if request.sanitization is not None:

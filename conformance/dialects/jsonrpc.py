@@ -25,11 +25,24 @@ from conformance.errors import (
     ProviderCallError,
     ProviderCrashed,
     SchemaViolation,
+    WireViolation,
 )
 from conformance.schemas import SchemaProblem
+from conformance.transcript import REDACTOR
 from conformance.transports.base import LineTransport
 
 Observer = Callable[[str, str, str], None]  # (channel, direction, text)
+
+# The longest line the suite reads from a plugin whose protocol sets no limit of its own (v1: "no limit in
+# v1 code; the line reader is unbounded"). Legal v1 lines can be large — a buffered exec/run answer carries
+# its whole output as base64 (64 MiB of output is an 85 MiB line, which must work) — but the suite's own
+# scenarios ask for at most a few MiB in one message (4 MiB file chunks). 256 MiB is three times the
+# largest legal answer the suite is measured with, and bounds what a plugin that never ends a line costs.
+DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+# Lines longer than this are shown (transcript, violations) by an excerpt, not decoded whole: an 85 MiB
+# answer must not cost another 85 MiB of text that only its first few thousand characters are kept of.
+EXCERPT_FROM_BYTES = 64 * 1024
+EXCERPT_BYTES = 3900  # with its "… [N more bytes]" marker, within a transcript entry (4000 characters)
 
 
 class MessageRules(Protocol):
@@ -42,6 +55,8 @@ class MessageRules(Protocol):
     def result_problems(self, method: str, result: Any) -> list[SchemaProblem]: ...
 
     def notification_problems(self, method: str, params: Any) -> list[SchemaProblem]: ...
+
+    def checked_notification(self, method: str, params: Any) -> tuple[list[SchemaProblem], bytes | None]: ...
 
     def notification_route(self, method: str, params: Any) -> tuple[str, str] | None: ...
 
@@ -63,13 +78,16 @@ class Violation:
 
 @dataclass
 class Inbound:
-    """A message the plugin sent; ``sequence`` is its position among everything received."""
+    """A message the plugin sent; ``sequence`` is its position among everything received. ``text`` is the
+    line as text (an excerpt of a very long one). ``data`` is an output notification's payload, decoded
+    once by its check (None when the check did not decode it): a collector may take it from there."""
 
     at: float
     message: Any
     text: str
     raw: bytes = field(repr=False, default=b"")
     sequence: int = 0
+    data: bytes | None = field(repr=False, default=None)
 
     @property
     def is_response(self) -> bool:
@@ -112,8 +130,10 @@ class PendingCall:
 class JsonRpcConnection:
     """One JSON-RPC peer. Thread-safe: any thread may call; one reader thread routes answers."""
 
-    def __init__(self, transport: LineTransport, rules: MessageRules, channel: str = "provider") -> None:
+    def __init__(self, transport: LineTransport, rules: MessageRules, channel: str = "provider",
+                 max_message_bytes: int | None = None) -> None:
         self.transport = transport
+        self.max_message_bytes = max_message_bytes  # the run's --max-message-bytes; None: the dialect's
         self.rules = rules
         self.channel = channel
         self._ids = itertools.count(1)  # id 0 is what plugins answer to lines they could not parse
@@ -129,12 +149,43 @@ class JsonRpcConnection:
         self._closed = threading.Event()
         self._started = False
         self.stdout_lines = 0
+        self._reading = threading.Event()  # cleared while the host holds off reading (hold_reading)
+        self._reading.set()
+        # Whether anything sent on this connection named the shutdown method (a call, or raw bytes).
+        self.shutdown_sent = False
 
     # -- lifecycle -------------------------------------------------------------------------------
 
     def start(self) -> None:
-        self.transport.start(self._on_line, self._on_close)
+        self.transport.start(self._on_line, self._on_close, self._on_overflow)
         self._started = True
+
+    @property
+    def rules(self) -> MessageRules:
+        return self._rules
+
+    @rules.setter
+    def rules(self, rules: MessageRules) -> None:
+        """The dialect's rules; settled after detection, when the line limit becomes the dialect's own."""
+        self._rules = rules
+        self.transport.max_line_bytes = self.line_limit
+
+    @property
+    def line_limit(self) -> int:
+        """The longest line read from the peer: the protocol's limit where it states one, lowered (never
+        raised: a line over it breaks the protocol whatever the run allows) by the run's setting; else the
+        run's setting, else the suite's default."""
+        protocol = getattr(self._rules, "max_message_bytes", None)
+        limits = [limit for limit in (protocol, self.max_message_bytes) if limit is not None]
+        return min(limits) if limits else DEFAULT_MAX_MESSAGE_BYTES
+
+    def _limit_source(self) -> str:
+        protocol = getattr(self._rules, "max_message_bytes", None)
+        if self.max_message_bytes is not None and (protocol is None or self.max_message_bytes < protocol):
+            return "--max-message-bytes"
+        if protocol is not None:
+            return "the protocol's control message limit"
+        return "the suite's default for a protocol without one"
 
     @property
     def closed(self) -> bool:
@@ -190,14 +241,15 @@ class JsonRpcConnection:
         with self._lock:
             self._pending[request_id] = call
         message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
-        self._send_text(json.dumps(message, separators=(",", ":")), call)
+        self._send_text(json.dumps(message, separators=(",", ":")), call, method)
         return call
 
     def call(self, method: str, params: Any, timeout_s: float = 30.0) -> Any:
         return self.request(method, params, timeout_s).result()
 
     def notify(self, method: str, params: Any) -> None:
-        self._send_text(json.dumps({"jsonrpc": "2.0", "method": method, "params": params}, separators=(",", ":")))
+        self._send_text(json.dumps({"jsonrpc": "2.0", "method": method, "params": params}, separators=(",", ":")),
+                        method=method)
 
     def send_raw(self, line: bytes) -> None:
         """Send bytes exactly as given (a newline is appended when missing). Answers go to the inbox."""
@@ -206,12 +258,12 @@ class JsonRpcConnection:
             self._raw_sends += 1
         frame = line if line.endswith(b"\n") else line + b"\n"
         self._emit("sent", frame[:-1].decode("utf-8", errors="replace") or "(blank line)")
-        self._write(frame)
+        self._write(frame, _method_named(frame))
 
-    def _send_text(self, text: str, call: PendingCall | None = None) -> None:
+    def _send_text(self, text: str, call: PendingCall | None = None, method: str | None = None) -> None:
         self._emit("sent", text)
         try:
-            self._write(text.encode("utf-8") + b"\n")
+            self._write(text.encode("utf-8") + b"\n", method)
         except (BrokenPipeError, OSError):
             if call is not None:
                 self.forget(call.id)
@@ -220,10 +272,12 @@ class JsonRpcConnection:
             else:
                 raise self._crash_error("a notification could not be sent") from None
 
-    def _write(self, frame: bytes) -> None:
+    def _write(self, frame: bytes, method: str | None = None) -> None:
         if self.closed:
             raise BrokenPipeError("connection closed")
         self.transport.send(frame)
+        if method == "shutdown":
+            self.shutdown_sent = True  # it reached the provider: the close asks no second time
 
     def forget(self, request_id: int) -> None:
         with self._lock:
@@ -259,18 +313,30 @@ class JsonRpcConnection:
 
     # -- receiving -------------------------------------------------------------------------------
 
+    def hold_reading(self, seconds: float) -> None:
+        """Take no line from the peer for ``seconds``: the reader waits before handing on the next one, so the
+        peer's output backs up (its pipe fills and its writes block) as behind a host slow to read."""
+        self._reading.clear()
+        timer = threading.Timer(seconds, self._reading.set)
+        timer.daemon = True
+        timer.start()
+
     def _on_line(self, raw: bytes) -> None:
+        self._reading.wait()
         self.stdout_lines += 1
         sequence = next(self._received)
-        text = raw.decode("utf-8", errors="replace")
         if not raw.strip():
             self._emit("note", "(blank line on stdout)")
             return
+        text = _shown(raw)
         self._emit("received", text)
         try:
             message = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            self._violation(f"stdout carried a line that is not JSON ({exc.msg if hasattr(exc, 'msg') else exc})", text)
+        except UnicodeDecodeError as exc:
+            self._not_utf8(raw, text, exc, sequence)
+            return
+        except json.JSONDecodeError as exc:
+            self._violation(f"stdout carried a line that is not JSON ({exc.msg})", text)
             self._deliver_to_inbox(Inbound(time.monotonic(), None, text, raw, sequence))
             return
         inbound = Inbound(time.monotonic(), message, text, raw, sequence)
@@ -322,10 +388,43 @@ class JsonRpcConnection:
             self._violation(str(violation), text)
             return violation
 
+    def _not_utf8(self, raw: bytes, text: str, error: UnicodeDecodeError, sequence: int) -> None:
+        """A line that is not UTF-8 breaks the wire at once; if it answers an outstanding request (its id read
+        from the text decoded with replacement), that call fails now with this cause instead of waiting out
+        its deadline for an answer that has come."""
+        where = f"byte 0x{raw[error.start]:02x} at offset {error.start}" if error.start < len(raw) else "its end"
+        summary = f"stdout carried a line that is not valid UTF-8 ({where})"
+        self._violation(summary, text)
+        inbound = Inbound(time.monotonic(), None, text, raw, sequence)
+        self._deliver_to_inbox(inbound)
+        try:
+            readable = json.loads(raw.decode("utf-8", errors="replace"))
+        except json.JSONDecodeError:
+            return
+        request_id = readable.get("id") if isinstance(readable, dict) and "method" not in readable else None
+        with self._lock:
+            call = self._pending.pop(request_id, None) if type(request_id) is int else None
+        if call is not None:
+            call.answered_at, call.answer_sequence = inbound.at, sequence
+            _fail_once(call, WireViolation(f"the answer to {call.method} (id {call.id}) is not valid UTF-8 ({where})"))
+
+    def _on_overflow(self, limit: int) -> None:
+        """The peer sent a line longer than ``limit``: the framing is lost (the rest of the line cannot be told
+        from the next message), so the connection is useless: every outstanding call fails with this cause
+        at once, as when a crashed peer's output closes."""
+        summary = (f"stdout carried a line longer than {limit} bytes ({self._limit_source()}); "
+                   "the suite stopped reading this connection")
+        self._violation(summary)
+        with self._lock:
+            pending, self._pending = list(self._pending.values()), {}
+        for call in pending:
+            _fail_once(call, WireViolation(f"{summary}, while {call.method} (id {call.id}) was outstanding"))
+
     def _on_notification(self, inbound: Inbound) -> None:
         method = inbound.message.get("method")
         params = inbound.message.get("params")
-        for problem in self.rules.notification_problems(method, params):
+        problems, inbound.data = self.rules.checked_notification(method, params)
+        for problem in problems:
             self._violation(f"the {method} notification violates its schema {problem}", inbound.text)
             break
         route = self.rules.notification_route(method, params)
@@ -374,6 +473,15 @@ class JsonRpcConnection:
             return len(self._pending)
 
 
+def _shown(raw: bytes) -> str:
+    """The line as text for transcripts and violations: whole, or an excerpt when it is very long."""
+    if len(raw) <= EXCERPT_FROM_BYTES:
+        return raw.decode("utf-8", errors="replace")
+    # Redacted before the cut: a secret the cut went through would otherwise show its first part unredacted.
+    window = raw[:EXCERPT_BYTES + 4 * REDACTOR.longest()].decode("utf-8", errors="replace")
+    return f"{REDACTOR.text(window)[:EXCERPT_BYTES]}… [{len(raw) - EXCERPT_BYTES} more bytes]"
+
+
 class JsonRpcRaw:
     """The ``RawChannel`` of a JSON-RPC connection."""
 
@@ -401,6 +509,16 @@ class JsonRpcRaw:
 
     def wait_exit(self, timeout_s: float) -> int | None:
         return self.connection.transport.wait_exit(timeout_s)
+
+
+def _method_named(frame: bytes) -> str | None:
+    """The method a raw line names, when it is a JSON object naming one (raw lines may be anything)."""
+    try:
+        message = json.loads(frame)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    method = message.get("method") if isinstance(message, dict) else None
+    return method if isinstance(method, str) else None
 
 
 def _fail_once(call: PendingCall, error: BaseException) -> None:

@@ -5,6 +5,7 @@ worker builds its own from the serialized ``RunConfig`` (``conformance/pytest_pl
 
     keys.py       the stash keys, RunState (per process) and ScenarioRun (per scenario)
     steps.py      steps/ loaded as the package conformance_steps
+    step_lookup.py  pytest-bdd's step look-up, with what an item can see computed once per collector
     selection.py  which tests are scenarios, their identity, the selection
     fixtures.py   the fixtures steps use; gating, transcript, sandbox owner, cleanup per scenario
     outcomes.py   a typed PhaseReport per phase, folded on the controller
@@ -25,12 +26,12 @@ from conformance.config import RunConfig
 from conformance.connections import ProviderConnections
 from conformance.engine import RunFacts
 from conformance.errors import CapabilityNotDeclared, ConformanceError, NotExpressible
-from conformance.plugin import fixtures, outcomes, selection, steps
+from conformance.plugin import fixtures, outcomes, selection, step_lookup, steps
 from conformance.plugin.finish import finish_run, print_summary
 from conformance.plugin.keys import INFO, RUN, STATE, WORKER_CONFIG, RunState, state_of
 from conformance.reporting.baseline import Baseline
-from conformance.transcript import REDACTOR
 from conformance.scenario_tags import LEVELS
+from conformance.transcript import REDACTOR
 
 MARKERS = (("scenario_id(id)", "stable scenario id"), ("requirement(id)", "requirement"),
            ("level(name)", "must/should/may/gap"), ("capability(name)", "capability gate"),
@@ -46,10 +47,12 @@ class ConformancePlugin:
         self.connected = connected  # the preflight connection: the run's first and only handshake
         self.is_worker = is_worker
         self.state: RunState | None = None
+        self.pytest_config: pytest.Config | None = None
 
     # -- configuration ---------------------------------------------------------------------------
 
     def pytest_configure(self, config: pytest.Config) -> None:
+        self.pytest_config = config
         for name, doc in MARKERS:
             config.addinivalue_line("markers", f"{name}: {doc}")
         baseline = Baseline.load(self.config.expected_failures) if self.config.expected_failures else None
@@ -58,6 +61,7 @@ class ConformancePlugin:
         config.stash[STATE] = self.state
         config.pluginmanager.register(fixtures, "conformance.plugin.fixtures")
         steps.load(config)
+        step_lookup.install()
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
@@ -130,6 +134,23 @@ class ConformancePlugin:
 
     # -- the end ---------------------------------------------------------------------------------
 
+    @pytest.hookimpl(wrapper=True)
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> Iterator[None]:
+        """A signal can land on a bytecode that has no line number (Python 3.11+): pytest's terminal reporter
+        then fails to render the interrupted frame (a TypeError in place of the interruption, and later an
+        assertion at the session's end). Frames without a line are dropped from the traceback first; should
+        rendering fail anyway, the run is still recorded as interrupted."""
+        drop_lineless_frames(excinfo)
+        try:
+            return (yield)
+        except Exception:  # noqa: BLE001 - whatever rendering raised, the run was interrupted
+            interrupts.INTERRUPTED.set()
+            reporter = self.pytest_config.pluginmanager.get_plugin("terminalreporter") if self.pytest_config else None
+            if reporter is not None and getattr(reporter, "_keyboardinterrupt_memo", ...) is None:
+                # else the reporter asserts at the session's end that it rendered the interruption
+                reporter._keyboardinterrupt_memo = _PlainInterrupt()
+            return None
+
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if self.is_worker:
@@ -154,6 +175,7 @@ def provider_info(adapter: ProviderAdapter, state: RunState) -> dict[str, Any]:
         "dialect": identity.dialect,
         "transport": identity.transport,
         "command": REDACTOR.text(identity.command),
+        "negotiation": identity.negotiation,
         "capabilities": adapter.capabilities.raw,
         "declared": adapter.capabilities.declared(),
         "handshake_problems": [str(p) for p in problems],
@@ -166,3 +188,37 @@ def provider_info(adapter: ProviderAdapter, state: RunState) -> dict[str, Any]:
 
 
 __all__ = ["ConformancePlugin", "ProviderConnections"]
+
+
+def drop_lineless_frames(excinfo: Any) -> None:
+    """Unlink the traceback entries whose line Python cannot name (``tb_lineno`` None); ``tb_next`` is
+    writable. A head entry without a line is skipped by pointing the ExceptionInfo past it."""
+    head = getattr(excinfo, "tb", None)
+    while head is not None and head.tb_lineno is None:
+        head = head.tb_next
+    if head is not getattr(excinfo, "tb", None) and head is not None:
+        excinfo._excinfo = (excinfo.type, excinfo.value, head)  # no public setter
+        excinfo._traceback = None  # recomputed from the new head
+    entry = head
+    while entry is not None:
+        following = entry.tb_next
+        while following is not None and following.tb_lineno is None:
+            following = following.tb_next
+        if following is not entry.tb_next:
+            entry.tb_next = following
+        entry = following
+
+
+class _PlainInterrupt:
+    """What the terminal reporter prints for an interruption it could not render: one line."""
+
+    class _Crash:
+        message = "KeyboardInterrupt"
+
+        def toterminal(self, tw: Any) -> None:
+            tw.line("KeyboardInterrupt (where it landed has no source line to show)")
+
+    reprcrash = _Crash()
+
+    def toterminal(self, tw: Any) -> None:
+        self.reprcrash.toterminal(tw)

@@ -11,6 +11,7 @@ from conformance import interrupts
 from conformance.engine import SweepOutcome, finish
 from conformance.plugin.keys import RunState
 from conformance.reporting import catalogue
+from conformance.transcript import REDACTOR
 
 
 def finish_run(session: pytest.Session, state: RunState, exitstatus: int) -> None:
@@ -18,6 +19,8 @@ def finish_run(session: pytest.Session, state: RunState, exitstatus: int) -> Non
     sweep = connections.sweep()
     shared = connections.current()
     connections.close()
+    # outside any scenario, so nothing else redacts them: a leftover's command line may hold a secret
+    state.facts.unattributed.extend(REDACTOR.text(finding) for finding in connections.take_closing_findings())
     interrupted = exitstatus == pytest.ExitCode.INTERRUPTED or interrupts.INTERRUPTED.is_set()
     state.document = finish(
         state.config, state.facts, catalogue.all_scenarios(), SweepOutcome(sweep.deleted, sweep.leaked),

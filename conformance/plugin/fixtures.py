@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from dataclasses import replace
 
@@ -14,6 +15,8 @@ from conformance.adapter import ProviderAdapter
 from conformance.connections import ProviderConnections, scenario_owner
 from conformance.errors import NotExpressible
 from conformance.plugin.keys import INFO, RUN, SKIP_CAUSE, ScenarioRun, state_of
+from conformance.reporting.model import OTHER_DIALECT_SKIP
+from conformance.transcript import REDACTOR
 
 
 @pytest.fixture(scope="session")
@@ -33,7 +36,7 @@ def _conformance_scenario(request: pytest.FixtureRequest) -> Iterator[None]:
     adapter = connections.shared()
     if info.dialects and adapter.dialect not in info.dialects:
         item.stash[SKIP_CAUSE] = "other dialect"
-        pytest.skip(f"applies to dialect {', '.join(info.dialects)} only; the provider speaks {adapter.dialect}")
+        pytest.skip(f"{OTHER_DIALECT_SKIP}{', '.join(info.dialects)} only; the provider speaks {adapter.dialect}")
     cited = requirements.cited_under(info.requirements, adapter.dialect)
     if not cited:
         item.stash[SKIP_CAUSE] = "no rule"
@@ -51,14 +54,14 @@ def _conformance_scenario(request: pytest.FixtureRequest) -> Iterator[None]:
         if capability not in adapter.core_capabilities and not adapter.capabilities.declares(capability):
             item.stash[SKIP_CAUSE] = "not declared"
             pytest.skip(f"capability {capability} not declared")
-    state.facts.unattributed.extend(str(v) for v in adapter.take_violations())
+    state.facts.unattributed.extend(REDACTOR.text(str(v)) for v in adapter.take_violations())
     run = ScenarioRun(adapter, stderr_start=adapter.stderr_position())
     item.stash[RUN] = run
     with adapter.recording(run.transcript), scenario_owner(adapter, info.id):
         yield
         for fresh in run.fresh:
             run.cleanup.merge(connections.cleanup(fresh, info.id))
-            fresh.close()
+            connections.end(fresh)
         run.cleanup.merge(connections.cleanup(adapter, info.id))
     if run.cleanup.leaked:
         detail = "; ".join(f"{sid}: {why}" for sid, why in run.cleanup.leaked.items())
@@ -78,8 +81,10 @@ def conformance_fresh_provider(request: pytest.FixtureRequest):
     connections: ProviderConnections = request.getfixturevalue("conformance_connections")
     owner = request.node.stash[INFO].id
 
-    def start(handshake: bool = True) -> ProviderAdapter:
-        adapter = connections.fresh(handshake=False)
+    def start(handshake: bool = True, ahead: bool = False) -> ProviderAdapter:
+        """``ahead``: a provider started in the background before this scenario may do (one that reads a
+        durable registry at start would not see what happened since: only the scenario's first step asks)."""
+        adapter = connections.fresh(handshake=False, ahead=ahead)
         adapter.owner = owner
         adapter.add_transcript(run.transcript)
         run.fresh.append(adapter)
@@ -106,6 +111,13 @@ def conformance_finding(request: pytest.FixtureRequest):
 def conformance_faker(request: pytest.FixtureRequest) -> Faker:
     """Generated data for this scenario: the same run seed and scenario id give the same values."""
     seed = state_of(request.config).config.seed
-    faker = Faker()
+    faker = _process_faker()
     faker.seed_instance(f"{seed}:{request.node.stash[INFO].id}")
     return faker
+
+
+@functools.cache
+def _process_faker() -> Faker:
+    """One Faker per process, re-seeded for each scenario: building one loads every provider of its locale
+    (tens of milliseconds), and scenarios run one at a time in a process."""
+    return Faker()

@@ -49,6 +49,7 @@ def phase_report(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.
     if report.when == "teardown" and run is not None:
         phase.sandboxes_created = list(run.cleanup.created)
         phase.sandboxes_leaked = sorted(run.cleanup.leaked)
+        phase.sandboxes_orphaned = sorted(run.cleanup.orphaned)
     if report.when == "call" and run is not None:
         phase.findings = dict(run.findings)
     if report.passed:
@@ -86,6 +87,7 @@ def fold(report: pytest.TestReport, state: RunState) -> None:
     result.absorb(phase)
     facts.created.extend(phase.sandboxes_created)
     facts.leaked.update(phase.sandboxes_leaked)
+    facts.orphaned.update(phase.sandboxes_orphaned)
 
 
 def requirement_texts(ids: tuple[str, ...]) -> dict[str, str]:

@@ -30,20 +30,24 @@ def scenario_info(item: pytest.Item) -> ScenarioInfo | None:
 
 
 def select(items: list[pytest.Item], selection: Selection) -> tuple[list[pytest.Item], list[pytest.Item], set[str]]:
-    """Split the items into kept and left out; also the ids of the kept scenarios."""
-    kept, left_out, kept_ids = [], [], set()
+    """Split the items into kept and left out; also the ids of the kept scenarios. With --shard, kept is
+    this shard's part of what the selection wants (the partition is ``Selection.shard_of``)."""
+    wanted: list[tuple[pytest.Item, str | None]] = []
+    left_out: list[pytest.Item] = []
     for item in items:
         info = scenario_info(item)
         if info is None:
-            kept.append(item)
+            wanted.append((item, None))
             continue
         item.stash[INFO] = info
         tags = ScenarioTags.parse(_raw_tags(item)).tag_set()
         if selection.wants(info.id, info.feature, tags):
-            kept.append(item)
-            kept_ids.add(info.id)
+            wanted.append((item, info.id))
         else:
             left_out.append(item)
+    kept_ids = selection.shard_of(scenario_id for _, scenario_id in wanted if scenario_id is not None)
+    kept = [item for item, scenario_id in wanted if scenario_id is None or scenario_id in kept_ids]
+    left_out += [item for item, scenario_id in wanted if scenario_id is not None and scenario_id not in kept_ids]
     return kept, left_out, kept_ids
 
 

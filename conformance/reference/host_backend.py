@@ -22,6 +22,8 @@ from typing import Any
 from conformance.reference.sanitize import Sanitizer
 
 TERM_GRACE_S = 2.0
+ROOT_PREFIX = "sandbox-conformance-host-"
+OWNER_FILE = "owner"  # in a private registry: "pid start-time pid-namespace" of the plugin process that made it
 SNAPSHOT_ID = re.compile(r"snap-[0-9a-f]{20}")
 DRAIN_GRACE_S = 2.0
 SAFE_ENVIRONMENT = {"PATH", "HOME", "USER", "SHELL", "LANG", "TERM", "TMPDIR", "GOPATH", "CARGO_HOME", "NVM_DIR"}
@@ -109,6 +111,9 @@ class HostSandbox:
     state: str = "running"
     created_at: float = field(default_factory=time.time)
     processes: set[subprocess.Popen[bytes]] = field(default_factory=set)
+    # Process groups of finished commands that still have members (what a command left running in the
+    # background): ended with the sandbox, like the commands still running.
+    leftover_groups: set[int] = field(default_factory=set)
     provision_log: list[str] = field(default_factory=list)
 
     def record(self) -> dict[str, Any]:
@@ -137,8 +142,12 @@ class HostBackend:
         self.environ: Mapping[str, str] = os.environ if environ is None else environ
         configured = registry or self.environ.get("SANDBOX_CONFORMANCE_HOST_REGISTRY")
         self.persistent = bool(configured)
-        self.root = Path(configured) if configured else Path(tempfile.mkdtemp(prefix="sandbox-conformance-host-"))
+        if not configured:
+            sweep_dead_registries(Path(tempfile.gettempdir()))
+        self.root = Path(configured) if configured else Path(tempfile.mkdtemp(prefix=ROOT_PREFIX))
         self.root.mkdir(parents=True, exist_ok=True)
+        if not configured:
+            (self.root / OWNER_FILE).write_text(f"{_process_identity(os.getpid()) or ''} {_pid_namespace()}")
         self.bash = _bash()
         self._lock = threading.RLock()
         self._sandboxes: dict[str, HostSandbox] = {}
@@ -336,9 +345,17 @@ class HostBackend:
             self._save(sandbox)
 
     def _kill_processes(self, sandbox: HostSandbox) -> None:
-        for proc in list(sandbox.processes):
-            _signal_group(proc, signal.SIGKILL)
-            _signal_group(proc, signal.SIGCONT)  # a paused group must run to die
+        groups = {proc.pid for proc in list(sandbox.processes)} | sandbox.leftover_groups
+        for group in groups:
+            _signal_group_id(group, signal.SIGKILL)
+            _signal_group_id(group, signal.SIGCONT)  # a paused group must run to die
+        sandbox.leftover_groups.clear()
+
+    def _keep_leftovers(self, sandbox: HostSandbox, proc: subprocess.Popen[bytes]) -> None:
+        """After a command ended: keep its group while something it started still runs in it, and forget
+        groups that emptied meanwhile (a group id names nothing once its last member is gone)."""
+        sandbox.leftover_groups.add(proc.pid)
+        sandbox.leftover_groups = {group for group in sandbox.leftover_groups if _group_alive(group)}
 
     # -- exec ------------------------------------------------------------------------------------
 
@@ -370,12 +387,13 @@ class HostBackend:
         timeout_s: float | None = 3600.0,
         sanitization: str = "raw",
         on_output: Callable[[str, bytes], None] | None = None,
-        cancel: threading.Event | None = None,
+        cancel: Any = None,
         retain_limit: int | None = None,
         argv: list[str] | None = None,
     ) -> ExecRun:
         """Run Bash source (or ``argv`` as given); a timeout or cancellation ends normally with the
-        matching termination."""
+        matching termination. ``cancel`` is what ``await_exit`` watches (here a ``threading.Event``) and
+        ``stdin`` what ``feed_stdin`` feeds (here the whole input as bytes)."""
         if sandbox.state != "running":
             raise invalid_state(sandbox.state, "unknown")  # the protocol's Action set has no "exec"
         started = time.monotonic()
@@ -407,28 +425,12 @@ class HostBackend:
         if stdin is not None:
             threading.Thread(target=self.feed_stdin, args=(proc, stdin), daemon=True).start()
 
-        termination = "exited"
         deadline = started + timeout_s if timeout_s is not None else None
-        while proc.poll() is None:
-            if cancel is not None and cancel.is_set():
-                termination = "cancelled"
-                self.stop_process(sandbox, proc)
-                break
-            if deadline is not None and time.monotonic() >= deadline:
-                termination = "timed_out"
-                self.stop_process(sandbox, proc)
-                break
-            try:
-                proc.wait(timeout=0.02)
-            except subprocess.TimeoutExpired:
-                pass
+        termination = self.await_exit(sandbox, proc, cancel, deadline)
         proc.wait()
         sandbox.processes.discard(proc)
-        truncated = False
-        drain_deadline = time.monotonic() + DRAIN_GRACE_S
-        for reader in readers:
-            reader.join(timeout=max(0.0, drain_deadline - time.monotonic()))
-            truncated = truncated or reader.is_alive()
+        self._keep_leftovers(sandbox, proc)
+        truncated = self.drain_output(proc, readers, cancel, deadline)
         exit_code, sig = self.exit_status(sandbox, proc)
         return ExecRun(
             stdout=captures["stdout"].retained,
@@ -440,6 +442,34 @@ class HostBackend:
             stdout_capture=captures["stdout"].stats(truncated),
             stderr_capture=captures["stderr"].stats(truncated),
         )
+
+    def await_exit(self, sandbox: HostSandbox, proc: subprocess.Popen[bytes], cancel: Any,
+                   deadline: float | None) -> str:
+        """Wait for the command to end, stopping it when ``cancel`` (a ``threading.Event``) is set or the
+        deadline passes; the termination to report."""
+        while proc.poll() is None:
+            if cancel is not None and cancel.is_set():
+                self.stop_process(sandbox, proc)
+                return "cancelled"
+            if deadline is not None and time.monotonic() >= deadline:
+                self.stop_process(sandbox, proc)
+                return "timed_out"
+            try:
+                proc.wait(timeout=0.02)
+            except subprocess.TimeoutExpired:
+                pass
+        return "exited"
+
+    def drain_output(self, proc: subprocess.Popen[bytes], readers: list[threading.Thread], cancel: Any,
+                     deadline: float | None) -> bool:
+        """Let the output readers finish after the command ended (a descendant may still hold a pipe);
+        whether output was abandoned."""
+        truncated = False
+        drain_deadline = time.monotonic() + DRAIN_GRACE_S
+        for reader in readers:
+            reader.join(timeout=max(0.0, drain_deadline - time.monotonic()))
+            truncated = truncated or reader.is_alive()
+        return truncated
 
     # -- how a command runs: hooks for backends whose commands run elsewhere (e.g. in a container) --
 
@@ -486,10 +516,77 @@ def _feed_stdin(proc: subprocess.Popen[bytes], data: bytes) -> None:
 
 
 def _signal_group(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+    _signal_group_id(proc.pid, sig)
+
+
+def _signal_group_id(group: int, sig: signal.Signals) -> None:
     try:
-        os.killpg(proc.pid, sig)
+        os.killpg(group, sig)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def _group_alive(group: int) -> bool:
+    try:
+        os.killpg(group, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _process_identity(pid: int) -> str | None:
+    """"pid start-time" (clock ticks since boot, /proc/PID/stat field 22): names one process, never a
+    later one that got the same pid; None when there is no such process."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            stat = handle.read()
+    except OSError:
+        return None
+    return f"{pid} {stat.rsplit(')', 1)[1].split()[19]}"
+
+
+def _pid_namespace() -> str:
+    """This process's pid namespace ("pid:[inode]"): a pid names a process only within one."""
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return "pid:[unknown]"
+
+
+def sweep_dead_registries(directory: Path) -> None:
+    """Remove the private registries of reference plugins that died without cleaning up (killed, or
+    crashed): their sandboxes' files, and the processes still working in them (found by their working
+    directory). A registry whose owner still runs, or that names no owner yet, is left alone."""
+    dead = []
+    for candidate in directory.glob(f"{ROOT_PREFIX}*"):
+        try:
+            owner = (candidate / OWNER_FILE).read_text().strip()
+        except OSError:
+            continue
+        fields = owner.split()
+        if len(fields) != 3 or not fields[0].isdigit() or fields[2] != _pid_namespace():
+            continue  # no owner yet, or one in another pid namespace (its pid means nothing here): not ours to judge
+        if _process_identity(int(fields[0])) == " ".join(fields[:2]):
+            continue
+        dead.append(candidate.resolve())
+    if not dead:
+        return
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            cwd = Path(os.readlink(f"/proc/{entry.name}/cwd"))
+        except OSError:
+            continue
+        if any(cwd == root or root in cwd.parents for root in dead):
+            try:
+                os.kill(int(entry.name), signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+    for root in dead:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def _stop_ladder(proc: subprocess.Popen[bytes]) -> None:

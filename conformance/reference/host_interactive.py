@@ -15,6 +15,7 @@ import subprocess
 import termios
 import threading
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from conformance.reference.host_backend import HostBackend, HostSandbox, invalid_spec
@@ -159,11 +160,12 @@ class InteractiveMethods:
         return None
 
     def _spawn(self, sandbox: HostSandbox, command: str, env: dict[str, str], working_dir: str | None,
-               **streams: Any) -> subprocess.Popen[bytes]:
+               argv: list[str] | None = None, **streams: Any) -> subprocess.Popen[bytes]:
+        """Start Bash source ``command`` (or ``argv`` as given) in its own session."""
         cwd = self.backend.resolve(sandbox, working_dir)
         if not cwd.is_dir():
             raise invalid_spec("working_dir", f"{working_dir} is not a directory in the sandbox")
-        proc = subprocess.Popen([self.backend.bash, "-c", command], cwd=cwd,
+        proc = subprocess.Popen(argv if argv is not None else [self.backend.bash, "-c", command], cwd=cwd,
                                 env=self.backend.environment(sandbox, env), start_new_session=True, **streams)
         sandbox.processes.add(proc)
         return proc
@@ -224,8 +226,11 @@ class InteractiveMethods:
 
     def m_pty_open(self, params: dict[str, Any]) -> Any:
         sandbox = self.backend.get(params["sandbox_id"])
-        pty_id = params["pty_id"]
-        options = params["options"]
+        self._open_pty(sandbox, params["pty_id"], params["options"])
+        return None
+
+    def _open_pty(self, sandbox: HostSandbox, pty_id: str, options: dict[str, Any]) -> PtySession:
+        """Start an interactive Bash on a fresh pseudo-terminal registered as ``pty_id``."""
         size = options["size"]
         with self._interactive_lock:
             if pty_id in self._ptys:
@@ -244,9 +249,10 @@ class InteractiveMethods:
             raise
         finally:
             os.close(slave)
+        session = PtySession(proc, master)
         with self._interactive_lock:
-            self._ptys[pty_id] = PtySession(proc, master)
-        return None
+            self._ptys[pty_id] = session
+        return session
 
     def m_pty_input(self, params: dict[str, Any]) -> Any:
         session = self._pty(params)
@@ -274,15 +280,28 @@ class InteractiveMethods:
             session.closed = True
             _kill_group(session.proc)
             session.proc.wait()
+            self._pty_ended(params["pty_id"], session)
             os.close(session.master)
         return None
+
+    def _pty_ended(self, pty_id: str, session: PtySession) -> None:
+        """Called by ``pty/close`` once the session's process is gone, before its terminal closes."""
 
     # -- logs ------------------------------------------------------------------------------------
 
     def m_logs_follow(self, params: dict[str, Any]) -> Any:
         sandbox = self.backend.get(params["sandbox_id"])
         stream_id = params["stream_id"]
-        source = params["source"]
+        stream = self._reserve_stream(stream_id)
+        try:
+            self._follow_logs(sandbox, stream, params["source"], lambda data: self.notify(
+                "logs/output", {"stream_id": stream_id, "data_b64": _encode(data)}))
+        finally:
+            self._release_stream(stream_id)
+        return None
+
+    def _reserve_stream(self, stream_id: str) -> LogStream:
+        """Claim ``stream_id`` for a follow (a placeholder that ``stream/cancel`` left is taken over)."""
         with self._interactive_lock:
             stream = self._streams.get(stream_id)
             if stream is not None and stream.following:
@@ -290,21 +309,25 @@ class InteractiveMethods:
             if stream is None:
                 stream = self._streams[stream_id] = LogStream()
             stream.following = True
-        try:
-            if source == "provision":
-                for line in sandbox.provision_log:
-                    if stream.cancelled.is_set():
-                        break
-                    self.notify("logs/output", {"stream_id": stream_id, "data_b64": _encode(line.encode() + b"\n")})
-            else:
-                # A host sandbox has no entrypoint: its log stays open, silent, until cancelled or deleted.
-                while not stream.cancelled.wait(0.1):
-                    if sandbox.state in ("deleting", "deleted", "stopped"):
-                        break
-        finally:
-            with self._interactive_lock:
-                self._streams.pop(stream_id, None)
-        return None
+        return stream
+
+    def _release_stream(self, stream_id: str) -> None:
+        with self._interactive_lock:
+            self._streams.pop(stream_id, None)
+
+    def _follow_logs(self, sandbox: HostSandbox, stream: LogStream, source: str,
+                     emit: Callable[[bytes], None]) -> None:
+        """Hand each log chunk to ``emit`` until the source ends or the stream is cancelled."""
+        if source == "provision":
+            for line in sandbox.provision_log:
+                if stream.cancelled.is_set():
+                    break
+                emit(line.encode() + b"\n")
+        else:
+            # A host sandbox has no entrypoint: its log stays open, silent, until cancelled or deleted.
+            while not stream.cancelled.wait(0.1):
+                if sandbox.state in ("deleting", "deleted", "stopped"):
+                    break
 
     def m_stream_cancel(self, params: dict[str, Any]) -> Any:
         with self._interactive_lock:

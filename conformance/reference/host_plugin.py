@@ -538,15 +538,16 @@ class HostPlugin(FilesystemMethods, InteractiveMethods, StdioJsonRpcServer):
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sandbox-conformance-host-plugin", description=__doc__.splitlines()[0])
-    parser.add_argument("--dialect", choices=("sandbox-driver-v1", "fabro-sketch"), default="sandbox-driver-v1",
-                        help="the protocol to speak (default: sandbox-driver-v1)")
+    parser.add_argument("--dialect", choices=("sandbox-driver-v1", "sandbox-driver-v2", "fabro-sketch"),
+                        default="sandbox-driver-v1", help="the protocol to speak (default: sandbox-driver-v1)")
     return parser
 
 
 def plugin_class_for(dialect: str) -> type[StdioJsonRpcServer]:
+    from conformance.reference.host_plugin_v2 import HostPluginV2
     from conformance.reference.sketch_plugin import SketchHostPlugin
 
-    return SketchHostPlugin if dialect == "fabro-sketch" else HostPlugin
+    return {"fabro-sketch": SketchHostPlugin, "sandbox-driver-v2": HostPluginV2}.get(dialect, HostPlugin)
 
 
 def serve(argv: list[str], stdin: BinaryIO, stdout: BinaryIO, stderr: TextIO, environ: Mapping[str, str],

@@ -64,12 +64,17 @@ class StdioJsonRpcServer:
       to the constructor, which ends the serving thread instead).
     - ``on_start()``, ``on_stop()``, ``dispatch(method, params)``, ``error_object(failure)``,
       ``malformed(reason)``, ``internal_error(method, exc)``, ``inline_methods``.
+    - ``admit(method)``: admission before a request's work starts (default: everything is admitted); it
+      answers a release callable or raises ``RpcFailure``, which is the request's answer.
+    - ``exit_code`` (what ``serve()`` returns) and ``shutdown_wait_s`` (how long in-flight requests may
+      still finish once the input ended).
 
     Everything a server writes goes through ``self.stdout`` (under ``_write_lock``) and ``self.stderr``,
     never ``sys.stdout``/``sys.stderr``.
     """
 
     inline_methods: frozenset[str] = frozenset({"shutdown"})
+    shutdown_wait_s = 10.0
 
     def __init__(self, stdin: BinaryIO | None = None, stdout: BinaryIO | None = None,
                  stderr: TextIO | None = None, environ: Mapping[str, str] | None = None,
@@ -85,6 +90,7 @@ class StdioJsonRpcServer:
         self._write_lock = threading.Lock()
         self._inflight: set[threading.Thread] = set()
         self._inflight_lock = threading.Lock()
+        self.exit_code = 0  # a server whose transport failed sets it non-zero
 
     # -- output ----------------------------------------------------------------------------------
 
@@ -126,8 +132,8 @@ class StdioJsonRpcServer:
                     break
         finally:
             self.on_stop()
-            self._wait_inflight(timeout_s=10.0)
-        return 0
+            self._wait_inflight(timeout_s=self.shutdown_wait_s)
+        return self.exit_code
 
     def lines(self) -> Iterator[bytes]:
         """The raw lines of the input, newline included, until it ends."""
@@ -192,7 +198,9 @@ class StdioJsonRpcServer:
 
     def _run(self, request_id: int, method: str, params: Any) -> bool:
         started = time.monotonic()
+        release = None
         try:
+            release = self.admit(method)  # a refusal is answered like any failure, before any work
             result = self.dispatch(method, params)
         except StopServing as stop:
             self.log(f"#{request_id} {method}: ok, stopping")
@@ -215,6 +223,8 @@ class StdioJsonRpcServer:
             self.log(f"#{request_id} {method}: ok in {(time.monotonic() - started) * 1000:.0f} ms")
             self.respond(request_id, result)
         finally:
+            if release is not None:
+                release()  # after the answer was written: the request's slot covers its delivery too
             with self._inflight_lock:
                 self._inflight.discard(threading.current_thread())
         return True
@@ -232,6 +242,11 @@ class StdioJsonRpcServer:
 
     def on_stop(self) -> None:
         """Called once stdin ended or the server was stopped: end sessions, cancel work."""
+
+    def admit(self, method: str) -> Callable[[], None] | None:
+        """Admit a request before its work starts: a callable releasing its slot once it was answered, or
+        None when nothing is held. Raise ``RpcFailure`` to refuse it (that refusal is the answer)."""
+        return None
 
     def dispatch(self, method: str, params: Any) -> Any:
         raise RpcFailure(METHOD_NOT_FOUND, f"unknown method {method}")

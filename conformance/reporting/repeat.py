@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from conformance.reporting.model import _SEVERITY, summarize_outcomes
+from conformance.reporting.model import _SEVERITY, is_other_dialect_skip, summarize_outcomes
 from conformance.reporting.writer import finish_document
 
 # xfail and xpass sit beside failed: a baselined failure that passes once is as worrying as a failure.
@@ -34,12 +34,14 @@ def merge(documents: list[dict[str, Any]]) -> dict[str, Any]:
             flaky.append({"id": scenario_id, "outcomes": outcomes})
     merged["scenarios"] = scenarios
     merged["flaky"] = flaky
-    merged["summary"] = summarize_outcomes([scenario["outcome"] for scenario in scenarios])
+    merged["summary"] = summarize_outcomes([scenario["outcome"] for scenario in scenarios],
+                                           sum(1 for scenario in scenarios if is_other_dialect_skip(scenario)))
     merged["sandboxes"] = {
         "created": sum(d["sandboxes"]["created"] for d in documents),
         "deleted": sum(d["sandboxes"]["deleted"] for d in documents),
         "leaked": sorted({sid for d in documents for sid in d["sandboxes"]["leaked"]}),
         "swept": sorted({sid for d in documents for sid in d["sandboxes"].get("swept", [])}),
+        "died_holding": sorted({sid for d in documents for sid in d["sandboxes"].get("died_holding", [])}),
     }
     merged["wire_violations_outside_scenarios"] = [
         v for d in documents for v in d.get("wire_violations_outside_scenarios", [])]

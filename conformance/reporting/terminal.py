@@ -4,11 +4,15 @@ needs to fix it."""
 from __future__ import annotations
 
 import io
-from typing import Any
+import sys
+from typing import IO, Any
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
+
+from conformance.reporting.markdown import skips_by_reason
+from conformance.reporting.model import is_other_dialect_skip
 
 _STYLE = {"passed": "green", "failed": "bold red", "error": "bold magenta", "skipped": "yellow", "disabled": "dim",
           "xfail": "cyan", "xpass": "bold red"}
@@ -17,17 +21,28 @@ _COLUMNS = (("passed", "passed", "passed"), ("failed", "failed", "failed"), ("er
             ("skipped", "skipped", "skipped"), ("disabled", "disabled", "disabled"), ("xfail", "xfailed", "xfail"),
             ("xpass", "xpassed", "xpass"))
 TRANSCRIPT_LINES = 40
+SKIPPED_IDS_SHOWN = 3
 
 
-def render_summary(document: dict[str, Any], width: int = 110, color: bool = False) -> str:
+def is_terminal(stream: IO[str] | None = None) -> bool:
+    """Whether ``stream`` (stdout by default) is a terminal a person watches, as rich judges it (it
+    honours FORCE_COLOR and the like); a CI log is not, and gets plain lines."""
+    return Console(file=stream if stream is not None else sys.stdout).is_terminal
+
+
+def render_summary(document: dict[str, Any], width: int = 110, color: bool = False, plain: bool = False) -> str:
+    """The summary as text; ``plain`` gives the counts as one self-describing line per level instead of a
+    table, whose headers a narrow or unknown width (COLUMNS unset in CI) truncates to ``disab…``."""
     buffer = io.StringIO()
     console = Console(file=buffer, width=width, force_terminal=color, no_color=not color, highlight=False)
     provider = document["provider"]
     mode = provider.get("sandboxes_per_process")
     console.rule(f"sandbox-conformance {document['suite']['version']} · {provider.get('kind')} "
                  f"{provider.get('version')} · {provider.get('dialect')} over {provider.get('transport')}")
+    negotiation = provider.get("negotiation")
     console.print(f"run {document['run']['id']}"
-                  + (f" · {mode} sandbox{'es' if mode == 'many' else ''} per process" if mode else ""),
+                  + (f" · {mode} sandbox{'es' if mode == 'many' else ''} per process" if mode else "")
+                  + (f" · protocol {negotiation}" if negotiation else ""),
                   markup=False, highlight=False, soft_wrap=True)
     for scenario in document["scenarios"]:
         if scenario["outcome"] == "xpass":
@@ -63,23 +78,21 @@ def render_summary(document: dict[str, Any], width: int = 110, color: bool = Fal
         if scenario.get("reproduce"):
             console.print(f"  reproduce: {scenario['reproduce']}", markup=False, soft_wrap=True)
         console.print()
-    table = Table(show_header=True, header_style="bold")
-    table.add_column("level")
-    for title, _, _ in _COLUMNS:
-        table.add_column(title, justify="right")
-    table.add_column("total", justify="right")
-    summary = document["summary"]
-    for level, counts in (summary.get("levels") or {}).items():
-        if sum(counts.values()):
-            table.add_row(level.upper(), *(str(counts.get(key, 0)) for _, _, key in _COLUMNS), str(sum(counts.values())))
-    table.add_row("all", *(str(summary[key]) for _, key, _ in _COLUMNS), str(summary["total"]), style="bold")
-    console.print(table)
+    if plain:
+        _print_plain_counts(console, document["summary"])
+    else:
+        _print_count_table(console, document["summary"])
+    _print_skips(console, document["scenarios"])
     for gap_id, gap in (document.get("gaps") or {}).items():
         style = {"violated": "bold red", "supported": "green", "refused": "cyan"}.get(gap["status"], "dim")
         console.print(Text(f"{gap_id} {gap['title']}: ", style="bold"), Text(gap["summary"], style=style), soft_wrap=True)
     sandboxes = document["sandboxes"]
+    died_holding = sandboxes.get("died_holding") or []
     console.print(f"sandboxes: {sandboxes['created']} created, {sandboxes['deleted']} deleted, "
-                  f"{len(sandboxes['leaked'])} leaked")
+                  f"{len(sandboxes['leaked'])} leaked"
+                  + (f", {len(died_holding)} held by a provider that died (only a restarted provider answered "
+                     f"their delete: not confirmed gone): {', '.join(died_holding[:5])}" if died_holding else ""),
+                  markup=False, soft_wrap=True)
     for violation in document.get("wire_violations_outside_scenarios") or []:
         console.print(f"wire violation outside any scenario: {violation}", markup=False)
     for flaky in document.get("flaky") or []:
@@ -99,6 +112,44 @@ def render_summary(document: dict[str, Any], width: int = 110, color: bool = Fal
     return buffer.getvalue()
 
 
+def _count_rows(summary: dict[str, Any]) -> list[tuple[str, list[int], int]]:
+    """(level, one count per column, total): each level with a scenario, then all of them."""
+    rows = [(level.upper(), [counts.get(key, 0) for _, _, key in _COLUMNS], sum(counts.values()))
+            for level, counts in (summary.get("levels") or {}).items() if sum(counts.values())]
+    return [*rows, ("all", [summary[key] for _, key, _ in _COLUMNS], summary["total"])]
+
+
+def _print_count_table(console: Console, summary: dict[str, Any]) -> None:
+    table = Table(show_header=True, header_style="bold")
+    table.add_column("level")
+    for title, _, _ in _COLUMNS:
+        table.add_column(title, justify="right")
+    table.add_column("total", justify="right")
+    rows = _count_rows(summary)
+    for number, (level, counts, total) in enumerate(rows):
+        table.add_row(level, *map(str, counts), str(total), style="bold" if number == len(rows) - 1 else None)
+    console.print(table)
+
+
+def _print_plain_counts(console: Console, summary: dict[str, Any]) -> None:
+    for level, counts, total in _count_rows(summary):
+        pairs = ", ".join(f"{title} {count}" for (title, _, _), count in zip(_COLUMNS, counts))
+        console.print(f"{level}: {pairs}, total {total}", markup=False, highlight=False, soft_wrap=True)
+
+
+def _print_skips(console: Console, scenarios: list[dict[str, Any]]) -> None:
+    """This provider's skips, one line per reason; another dialect's scenarios are only counted, apart:
+    they were never this provider's to run."""
+    for reason, ids in skips_by_reason(scenarios).items():
+        shown = ", ".join(ids[:SKIPPED_IDS_SHOWN]) + (", …" if len(ids) > SKIPPED_IDS_SHOWN else "")
+        console.print(f"skipped {len(ids)}: {reason} ({shown})", markup=False, highlight=False, soft_wrap=True)
+    other_dialect = sum(1 for scenario in scenarios if is_other_dialect_skip(scenario))
+    if other_dialect:
+        console.print(f"not for this dialect: {other_dialect}", markup=False, highlight=False)
+
+
 def print_summary(document: dict[str, Any], terminalreporter: Any) -> None:
     color = bool(getattr(terminalreporter, "hasmarkup", False))
-    terminalreporter.write(render_summary(document, width=terminalreporter._tw.fullwidth, color=color))
+    stream = getattr(terminalreporter._tw, "_file", None)
+    terminalreporter.write(render_summary(document, width=terminalreporter._tw.fullwidth, color=color,
+                                          plain=not is_terminal(stream)))

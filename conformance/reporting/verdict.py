@@ -84,6 +84,11 @@ def decide(document: dict[str, Any], strict: bool = False, interrupted: bool = F
     leaked = (document.get("sandboxes") or {}).get("leaked") or []
     if leaked:
         verdict.reasons.append(f"{len(leaked)} sandbox(es) could not be deleted: {', '.join(leaked[:5])}")
+    died_holding = (document.get("sandboxes") or {}).get("died_holding") or []
+    if died_holding:
+        verdict.warnings.append(f"{len(died_holding)} sandbox(es) were held by a provider process that died; only "
+                                f"a restarted provider answered their delete, so they may remain: "
+                                f"{', '.join(died_holding[:5])}")
     if interrupted:
         verdict.reasons.append("the run was interrupted: its results are incomplete")
     verdict.passed = not verdict.reasons

@@ -13,10 +13,15 @@ class LineTransport(Protocol):
     """A peer that exchanges newline-terminated frames.
 
     ``start`` begins delivering every received line (without its terminator) to ``on_line`` from a
-    background thread, and calls ``on_close`` once when the peer's output ends.
+    background thread, and calls ``on_close`` once when the peer's output ends. A line longer than
+    ``max_line_bytes`` (settable at any time) is never held whole: the transport calls
+    ``on_overflow(limit)`` as soon as the unfinished line crosses it, stops reading, and closes.
     """
 
-    def start(self, on_line: Callable[[bytes], None], on_close: Callable[[], None]) -> None: ...
+    max_line_bytes: int | None
+
+    def start(self, on_line: Callable[[bytes], None], on_close: Callable[[], None],
+              on_overflow: Callable[[int], None] | None = None) -> None: ...
 
     def send(self, frame: bytes) -> None: ...
 
@@ -27,6 +32,11 @@ class LineTransport(Protocol):
     @property
     def alive(self) -> bool: ...
 
+    @property
+    def peer_pid(self) -> int | None:
+        """The pid whose Unix-socket connections count as the peer's own (v2 data channels); None
+        before the peer started."""
+
     def describe(self) -> str: ...
 
     def stderr_tail(self, since: int | None = None) -> str:
@@ -35,6 +45,38 @@ class LineTransport(Protocol):
     def stderr_position(self) -> int: ...
 
     def wait_exit(self, timeout_s: float) -> int | None: ...
+
+
+READ_CHUNK_BYTES = 64 * 1024  # below the allocator's mmap threshold: a small answer costs no mmap per read
+
+
+def pump_lines(read: Callable[[int], bytes], on_line: Callable[[bytes], None],
+               limit: Callable[[], int | None]) -> int | None:
+    """Read chunks with ``read(n)`` until it returns nothing, handing on every line without its newline
+    (and a last unterminated one at the end, as ``readline`` would). Holds at most ``limit()`` bytes of an
+    unfinished line plus one chunk: returns the limit a line crossed (having stopped reading at once), or
+    None at the end of the stream."""
+    pending = bytearray()
+    while chunk := read(READ_CHUNK_BYTES):
+        start = 0
+        while (end := chunk.find(b"\n", start)) >= 0:
+            if pending:
+                pending += chunk[start:end]
+                line, pending = bytes(pending), bytearray()
+            else:
+                line = chunk[start:end]
+            ceiling = limit()
+            if ceiling is not None and len(line) > ceiling:
+                return ceiling
+            on_line(line)
+            start = end + 1
+        pending += chunk[start:] if start else chunk
+        ceiling = limit()
+        if ceiling is not None and len(pending) > ceiling:
+            return ceiling
+    if pending:
+        on_line(bytes(pending))
+    return None
 
 
 class StderrTail:

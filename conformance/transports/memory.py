@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from conformance.errors import ProviderStartError
-from conformance.transports.base import StderrTail
+from conformance.transports.base import StderrTail, pump_lines
 
 
 class _StderrWriter(io.TextIOBase):
@@ -75,10 +75,12 @@ class InProcessTransport:
         self._ended = threading.Event()
         self._closed = threading.Event()
         self._crashed = False
+        self.max_line_bytes: int | None = None  # the connection sets it (the run's or the dialect's limit)
 
     # -- lifecycle -------------------------------------------------------------------------------
 
-    def start(self, on_line: Callable[[bytes], None], on_close: Callable[[], None]) -> None:
+    def start(self, on_line: Callable[[bytes], None], on_close: Callable[[], None],
+              on_overflow: Callable[[int], None] | None = None) -> None:
         stdin_read, stdin_write = os.pipe()
         stdout_read, stdout_write = os.pipe()
         plugin_stdin = os.fdopen(stdin_read, "rb")
@@ -114,8 +116,9 @@ class InProcessTransport:
 
         def pump() -> None:
             try:
-                for raw in iter(from_plugin.readline, b""):
-                    on_line(raw[:-1] if raw.endswith(b"\n") else raw)
+                crossed = pump_lines(from_plugin.read1, on_line, lambda: self.max_line_bytes)
+                if crossed is not None and on_overflow is not None:
+                    on_overflow(crossed)
             except (OSError, ValueError):
                 pass
             finally:
@@ -144,6 +147,11 @@ class InProcessTransport:
     @property
     def alive(self) -> bool:
         return self._server is not None and not self._ended.is_set()
+
+    @property
+    def peer_pid(self) -> int:
+        """The served plugin is a thread of this process, so its data channels come from our own pid."""
+        return os.getpid()
 
     def describe(self) -> str:
         return self.display

@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import os
+import select
 import shlex
 import signal
 import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from conformance.errors import ProviderStartError
-from conformance.transports.base import StderrTail
+from conformance.transports.base import StderrTail, pump_lines
 
 # Variables a plugin needs to run at all; everything else must be declared by the user.
 BASELINE_ENVIRONMENT = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "USER", "LOGNAME", "TZ")
@@ -28,6 +30,23 @@ def scrubbed_environment(
     env.update({name: source[name] for name in passed_through if name in source})
     env.update(declared or {})
     return env
+
+
+# Once the plugin and its process group are gone its pipes end at once, unless a process that left the
+# group (its own session) still holds them: this long, then the suite stops waiting for them.
+PIPE_RELEASE_S = 0.5
+
+
+@dataclass
+class CloseOutcome:
+    """How closing a plugin went: whether it exited on its own once its input closed, what it took to
+    end it otherwise, and which processes outside its group were left holding its output."""
+
+    exited_on_eof: bool
+    grace_s: float
+    forced: str | None = None  # the signal that ended it when it did not exit on its own
+    returncode: int | None = None
+    leftovers: list[str] = field(default_factory=list)  # "pid N: cmdline" of each process holding our pipes
 
 
 class ProcessTransport:
@@ -52,10 +71,17 @@ class ProcessTransport:
         self._write_lock = threading.Lock()
         self._threads: list[threading.Thread] = []
         self._closed = threading.Event()
+        self.max_line_bytes: int | None = None  # the connection sets it (the run's or the dialect's limit)
+        self._ended = threading.Event()  # set once on_close ran (the output ended, or close() gave up on it)
+        self._on_close: Callable[[], None] = lambda: None
+        self.close_outcome: CloseOutcome | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------
 
-    def start(self, on_line: Callable[[bytes], None], on_close: Callable[[], None]) -> None:
+    def start(self, on_line: Callable[[bytes], None], on_close: Callable[[], None],
+              on_overflow: Callable[[int], None] | None = None) -> None:
+        # on_close runs once: when stdout ends, or from close() when a leftover process holds stdout open
+        on_close = self._on_close = self._once(on_close)
         try:
             self._proc = subprocess.Popen(
                 self.argv,
@@ -78,9 +104,9 @@ class ProcessTransport:
         def pump_stdout() -> None:
             assert proc.stdout is not None
             try:
-                for raw in iter(proc.stdout.readline, b""):
-                    line = raw[:-1] if raw.endswith(b"\n") else raw
-                    on_line(line)
+                crossed = pump_lines(proc.stdout.read1, on_line, lambda: self.max_line_bytes)
+                if crossed is not None and on_overflow is not None:
+                    on_overflow(crossed)
             except (OSError, ValueError):
                 pass
             finally:
@@ -102,6 +128,11 @@ class ProcessTransport:
     @property
     def pid(self) -> int | None:
         return self._proc.pid if self._proc else None
+
+    @property
+    def peer_pid(self) -> int | None:
+        """The process that may open data channels back to us: the plugin we spawned."""
+        return self.pid
 
     @property
     def alive(self) -> bool:
@@ -144,16 +175,37 @@ class ProcessTransport:
                     pass
 
     def wait_exit(self, timeout_s: float) -> int | None:
-        """Wait for the process to exit on its own; None when it is still running at the deadline."""
-        if self._proc is None:
+        """Wait for the process to exit on its own; None when it is still running at the deadline.
+
+        Blocks on a pidfd (the kernel wakes us as it exits) rather than Popen.wait's sleep-poll, so an
+        honest plugin is reaped the moment it exits."""
+        proc = self._proc
+        if proc is None:
             return None
+        if proc.poll() is not None:
+            return proc.returncode
         try:
-            return self._proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            return None
+            pidfd = os.pidfd_open(proc.pid)
+        except (AttributeError, OSError):  # no pidfd here, or the process is already reaped
+            try:
+                return proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                return None
+        try:
+            if proc.poll() is not None:  # reaped between the poll and the open: the pidfd may name another
+                return proc.returncode
+            poller = select.poll()
+            poller.register(pidfd, select.POLLIN)
+            if not poller.poll(max(0.0, timeout_s) * 1000):
+                return None
+        finally:
+            os.close(pidfd)
+        return proc.wait()
 
     def close(self, grace_s: float = 2.0) -> None:
-        """Close stdin, give the plugin ``grace_s`` to exit, then kill its whole process group."""
+        """Close stdin, give the plugin ``grace_s`` to exit, then end its whole process group; never wait
+        longer than PIPE_RELEASE_S for output a process outside the group still holds open, and name
+        that process in ``close_outcome`` instead."""
         if self._closed.is_set():
             return
         self._closed.set()
@@ -161,22 +213,58 @@ class ProcessTransport:
         if proc is None:
             return
         self.close_input()
-        deadline = time.monotonic() + grace_s
-        if self.wait_exit(max(0.0, deadline - time.monotonic())) is None:
+        outcome = CloseOutcome(exited_on_eof=True, grace_s=grace_s)
+        if self.wait_exit(grace_s) is None:
+            outcome.exited_on_eof = False
+            outcome.forced = "SIGTERM"
             self._signal_group(signal.SIGTERM)
             if self.wait_exit(1.0) is None:
+                outcome.forced = "SIGKILL"
                 self._signal_group(signal.SIGKILL)
                 self.wait_exit(5.0)
+        outcome.returncode = proc.returncode
         # Anything the plugin left behind in its own group goes too.
         self._signal_group(signal.SIGKILL)
+        deadline = time.monotonic() + PIPE_RELEASE_S
         for thread in self._threads:
-            thread.join(timeout=2.0)
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        held = [thread for thread in self._threads if thread.is_alive()]
+        if held:
+            # A process outside the group (its own session) holds our output open. Its reader thread
+            # stays blocked in read() until that process ends: closing the buffered stream under it would
+            # block here on the stream's lock, so the streams are left to that thread.
+            outcome.leftovers = holders_of(self._pipe_inodes(proc), exclude=(os.getpid(),))
+            self._on_close()
+        else:
+            for stream in (proc.stdout, proc.stderr):
+                try:
+                    if stream is not None:
+                        stream.close()
+                except OSError:
+                    pass
+        self.close_outcome = outcome
+
+    def _pipe_inodes(self, proc: subprocess.Popen[bytes]) -> set[int]:
+        inodes = set()
         for stream in (proc.stdout, proc.stderr):
             try:
                 if stream is not None:
-                    stream.close()
-            except OSError:
+                    inodes.add(os.fstat(stream.fileno()).st_ino)
+            except (OSError, ValueError):
                 pass
+        return inodes
+
+    def _once(self, callback: Callable[[], None]) -> Callable[[], None]:
+        lock = threading.Lock()
+
+        def once() -> None:
+            with lock:
+                if self._ended.is_set():
+                    return
+                self._ended.set()
+            callback()
+
+        return once
 
     def kill(self) -> None:
         """Kill the plugin at once (used to simulate and recover from crashes)."""
@@ -189,3 +277,42 @@ class ProcessTransport:
             os.killpg(self._proc.pid, sig)
         except (ProcessLookupError, PermissionError):
             pass
+
+
+def holders_of(pipe_inodes: set[int], exclude: Sequence[int] = ()) -> list[str]:
+    """Every process with one of ``pipe_inodes`` open, as "pid N: its command line" (found by reading
+    /proc/*/fd: a pipe's two ends share one inode). Processes we may not inspect are passed over."""
+    if not pipe_inodes:
+        return []
+    wanted = {f"pipe:[{inode}]" for inode in pipe_inodes}
+    found = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) in exclude:
+            continue
+        if _open_files(int(entry.name)) & wanted:
+            found.append(f"pid {entry.name}: {_command_line(int(entry.name))}")
+    return found
+
+
+def _open_files(pid: int) -> set[str]:
+    """What each open descriptor of ``pid`` points at (descriptors closed meanwhile are passed over)."""
+    try:
+        descriptors = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return set()
+    targets = set()
+    for fd in descriptors:
+        try:
+            targets.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except OSError:
+            pass
+    return targets
+
+
+def _command_line(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            raw = handle.read()
+    except OSError:
+        return "(gone)"
+    return shlex.join(part.decode(errors="replace") for part in raw.rstrip(b"\0").split(b"\0")) or "(no command line)"

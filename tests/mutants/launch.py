@@ -1,6 +1,6 @@
 """Start a mutant: the entry point of the tests' subprocess tier (the shipped commands know no mutants).
 
-    python -m tests.mutants.launch host NAME [host-plugin arguments]     a v1 or sketch mutant on stdio
+    python -m tests.mutants.launch host NAME [host-plugin arguments]     a v1, v2 or sketch mutant on stdio
     python -m tests.mutants.launch docker NAME [docker-plugin arguments] a Docker-plugin mutant on stdio
     python -m tests.mutants.launch rest NAME --port P --token-env ENV [--host H]   a REST-server mutant
     python -m tests.mutants.launch list                                  every mutant, with its kind
@@ -60,7 +60,7 @@ def _kind(cls: type) -> str:
 
 def serve_host_mutant(argv: list[str], stdin: BinaryIO, stdout: BinaryIO, stderr: TextIO,
                       environ: Mapping[str, str], exit_now: Any = None) -> int:
-    """Serve the host-plugin mutant ``argv[0]`` (v1 or sketch) on the given streams; its exit code.
+    """Serve the host-plugin mutant ``argv[0]`` (v1, v2 or sketch) on the given streams; its exit code.
 
     ``argv`` is ``[NAME, *plugin arguments]`` (the arguments of ``sandbox-conformance-host-plugin``;
     the mutant's class decides the dialect). ``stdin``/``stdout`` are binary, ``stderr`` is text,

@@ -43,5 +43,6 @@ def load() -> dict[str, Mutant]:
     from tests.redteam import blind_4  # noqa: F401
     from tests.redteam import blind_5  # noqa: F401
     from tests.redteam import blind_6  # noqa: F401
+    from tests.redteam import blind_v2_1  # noqa: F401
 
     return REGISTRY

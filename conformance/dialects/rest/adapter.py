@@ -81,13 +81,14 @@ class RestAdapter(ProviderAdapter):
     exec_reports: frozenset[str] = frozenset()  # text stdout/stderr and an exit code; no signal, duration, stage
 
     def __init__(self, profile: Profile, transport: HttpTransport, run_labels: Mapping[str, str] | None = None,
-                 base_spec: Mapping[str, Any] | None = None, call_timeout_s: float = 30.0) -> None:
+                 base_spec: Mapping[str, Any] | None = None, call_timeout_s: float = 30.0,
+                 call_timeout_given: bool = False) -> None:
         super().__init__()
         self.profile = profile
         self.transport = transport
         self.run_labels = dict(run_labels or {})
         self.base_spec = dict(base_spec or {})
-        self.request_timeout_s = profile.request_timeout_s or call_timeout_s
+        self.request_timeout_s = request_timeout(profile, call_timeout_s, call_timeout_given)
         self._version = "unknown"
         self._closed = threading.Event()
         self.credentials = RestCredentials(self)
@@ -408,7 +409,7 @@ class RestCredentials(CredentialsFacet):
         secret = None if kind == "none" else f"sandbox-conformance-wrong-{secrets.token_hex(16)}"
         channel = f"{transport.channel}-{'no-token' if kind == 'none' else 'wrong-token'}"
         other = RestAdapter(profile, transport.with_credentials(transport.credentials.replaced(secret), channel),
-                            adapter.run_labels, adapter.base_spec, adapter.request_timeout_s)
+                            adapter.run_labels, adapter.base_spec, adapter.request_timeout_s, call_timeout_given=True)
         other.ledger = adapter.ledger  # whatever it creates by mistake is cleaned up with real credentials
         other.owner = adapter.owner
         other._version = adapter._version
@@ -430,11 +431,22 @@ def _json_or_none(answer: HttpAnswer) -> Any:
 def open_rest_adapter(profile: Profile, base_url: str, run_labels: Mapping[str, str] | None = None,
                       base_spec: Mapping[str, Any] | None = None, call_timeout_s: float = 30.0,
                       channel: str = "http", environ: Mapping[str, str] | None = None,
-                      transport: Any = None) -> RestAdapter:
-    """An adapter for the provider at ``base_url``, its token read from the environment (not yet connected)."""
+                      transport: Any = None, call_timeout_given: bool = False) -> RestAdapter:
+    """An adapter for the provider at ``base_url``, its token read from the environment (not yet connected).
+
+    ``call_timeout_given``: the user chose ``call_timeout_s`` (--call-timeout), so it is every request's
+    deadline, over the profile's ``request_timeout_s``."""
     token = read_token(profile, environ)
     credentials = Credentials(profile.auth_scheme, profile.auth_name, token)
-    http = HttpTransport(base_url, credentials, timeout_s=profile.request_timeout_s or call_timeout_s,
+    http = HttpTransport(base_url, credentials,
+                         timeout_s=request_timeout(profile, call_timeout_s, call_timeout_given),
                          retries=RetryPolicy(profile.retry_attempts, profile.retry_backoff_s), channel=channel,
                          transport=transport)
-    return RestAdapter(profile, http, run_labels, base_spec, call_timeout_s)
+    return RestAdapter(profile, http, run_labels, base_spec, call_timeout_s, call_timeout_given)
+
+
+def request_timeout(profile: Profile, call_timeout_s: float, call_timeout_given: bool) -> float:
+    """The deadline of one request: the call timeout the user gave, else the profile's, else the default."""
+    if call_timeout_given or profile.request_timeout_s is None:
+        return call_timeout_s
+    return profile.request_timeout_s

@@ -33,15 +33,16 @@ from conformance.dialects.sandbox_driver_v1.facets import (
     unb64,
 )
 from conformance.dialects.sandbox_driver_v1.rules import (
+    CAPABILITY_SPELLINGS,
     DEFAULT_BASE_SPEC,
     NAME,
     PROTOCOL_VERSION,
-    CAPABILITY_SPELLINGS,
     VOCABULARY,
     capability_flags,
     common_ref,
+    isolation_of,
 )
-from conformance.errors import ApplicationErrorAnswer
+from conformance.errors import ApplicationErrorAnswer, NotExpressible
 from conformance.schemas import SchemaProblem
 
 
@@ -57,11 +58,15 @@ class SandboxDriverV1Adapter(JsonRpcAdapter):
 
     dialect = NAME
     capability_flags = staticmethod(capability_flags)
+    isolation_of = staticmethod(isolation_of)
     capability_spellings = CAPABILITY_SPELLINGS
     exec_reports = frozenset({"bytes", "signal", "duration"})
     core_capabilities = frozenset({"lifecycle.stop"})  # sandbox/stop and sandbox/start are core in v1
     snapshot_spec_fields = frozenset({"source"})  # spec.source = {snapshot: {name}}
+    terminal_event_precedes_answer = True  # v1: the terminal event is written before the response
     vocabulary = VOCABULARY
+    exit_on_input_closed_rule = "SDP1-097: the plugin exits when its stdin is closed"
+    shutdown_rule = "SDP1-096: on shutdown the plugin replies, stops reading its input and exits soon after"
 
     def __init__(
         self,
@@ -181,7 +186,9 @@ class SandboxDriverV1Adapter(JsonRpcAdapter):
             status=_status(result["status"]),
             working_directory=result.get("working_directory"),
             runtime_directory=result.get("runtime_directory"),
-            capabilities=Capabilities(caps, capability_flags(caps), CAPABILITY_SPELLINGS),
+            # The dialect's own reading (v2 adds one_shot and the exec.stop alias), like the provider's set.
+            capabilities=Capabilities(caps, type(self).capability_flags(caps), self.capability_spellings,
+                                      isolation=type(self).isolation_of(caps)),
             raw=result,
         )
 
@@ -191,6 +198,16 @@ class SandboxDriverV1Adapter(JsonRpcAdapter):
     def list(self, labels: Mapping[str, str] | None = None) -> list[SandboxStatus]:
         result = self._call("sandbox/list", {"filter": {"labels": dict(labels)} if labels else {}})
         return [_status(s) for s in result["sandboxes"]]
+
+    def list_params_as_given(self, labels: Mapping[str, str] | None) -> Any:
+        return {"filter": {"labels": None if labels is None else dict(labels)}}
+
+    def read_described(self, answer: Any) -> SandboxStatus:
+        return _status(answer.get("status") if isinstance(answer, dict) else None)
+
+    def read_listed(self, answer: Any) -> list[SandboxStatus]:
+        statuses = answer.get("sandboxes") if isinstance(answer, dict) else None
+        return [_status(s) for s in statuses if isinstance(s, dict)] if isinstance(statuses, list) else []
 
     def delete(self, sandbox_id: str, events: EventRoute | None = None) -> None:
         if events is not None:
@@ -222,21 +239,25 @@ class SandboxDriverV1Adapter(JsonRpcAdapter):
     # -- exec ------------------------------------------------------------------------------------
 
     def exec_spec(self, request: ExecRequest) -> dict[str, Any]:
-        spec: dict[str, Any] = {
-            "command": request.command,
-            "timeout_ms": int(request.timeout_s * 1000),
-            "env": dict(request.env),
-        }
+        if request.argv is not None:
+            raise NotExpressible(self.dialect, "an argument vector run without a shell")
+        if request.stop_grace_s is not None:
+            raise NotExpressible(self.dialect, "a stop grace for the provider's own stops")
+        spec: dict[str, Any] = {"command": request.command}
+        if not request.minimal_spec:  # the launch-era spec had only the command and its environment
+            spec["timeout_ms"] = int(request.timeout_s * 1000)
+        spec["env"] = dict(request.env)
         if request.working_dir is not None:
             spec["working_dir"] = request.working_dir
         if request.stdin is not None:
             spec["stdin_b64"] = b64(request.stdin)
         if request.sanitization is not None:
             spec["output_sanitization"] = request.sanitization
+        spec.update(request.undefined_fields)
         return spec
 
     def exec(self, sandbox_id: str, request: ExecRequest) -> ExecOutcome:
-        params = {"sandbox_id": sandbox_id, "spec": self.exec_spec(request)}
+        params = {"sandbox_id": sandbox_id, "spec": self.exec_spec(request), **request.undefined_fields}
         try:
             result = self.connection.request("exec/run", params, request.timeout_s + self.call_timeout_s,
                                              check_params=not request.unchecked).result()

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from conformance.adapter import (
+    ChunkObserver,
     DirEntryInfo,
     EventRoute,
     Events,
@@ -25,9 +26,9 @@ from conformance.adapter import (
     Terminals,
 )
 from conformance.dialects.jsonrpc import Inbound
-from conformance.dialects.sandbox_driver_v1.operations import OPERATIONS
+from conformance.dialects.sandbox_driver_v1.operations import OPERATIONS, V1Operation
 from conformance.dialects.sandbox_driver_v1.rules import NAME
-from conformance.dialects.sandbox_driver_v1.streams import V1RunningExec, V1RunningFollow
+from conformance.dialects.sandbox_driver_v1.streams import LIVE_INPUT, V1RunningExec, V1RunningFollow
 from conformance.errors import NotExpressible
 
 if TYPE_CHECKING:
@@ -142,19 +143,24 @@ class V1Terminals(Terminals):
 
 
 class V1Streams(Streams):
+    dialect = NAME
+
     def __init__(self, adapter: SandboxDriverV1Adapter) -> None:
         self._adapter = adapter
         self._call = adapter._call
 
     def start_exec(self, sandbox_id: str, request: ExecRequest, retained_limit: int | None = None,
-                   exec_id: str | None = None) -> V1RunningExec:
+                   exec_id: str | None = None, observers: tuple[ChunkObserver, ...] = ()) -> V1RunningExec:
+        if request.live_stdin:
+            raise NotExpressible(NAME, LIVE_INPUT)
         adapter = self._adapter
         exec_id = exec_id or adapter.next_token(f"x{sandbox_id}")
-        params: dict[str, Any] = {"sandbox_id": sandbox_id, "exec_id": exec_id, "spec": adapter.exec_spec(request)}
+        params: dict[str, Any] = {"sandbox_id": sandbox_id, "exec_id": exec_id, "spec": adapter.exec_spec(request),
+                                  **request.undefined_fields}
         if retained_limit is not None:
             params["retained_output_limit"] = retained_limit
         return V1RunningExec(adapter.connection, exec_id, params, request.timeout_s + adapter.call_timeout_s,
-                             adapter.exec_outcome, check_params=not request.unchecked)
+                             adapter.exec_outcome, check_params=not request.unchecked, observers=observers)
 
     def cancel_exec(self, exec_id: str) -> None:
         self._call("exec/cancel", {"exec_id": exec_id})
@@ -181,6 +187,9 @@ class V1Operations(Operations):
         "set auto-stop": "auto-stop is sandbox/set_timers' auto_stop_after_idle, the `set timers` row",
     }
 
+    # The dialect's operations by neutral name (a later dialect replaces the ones it asks for differently).
+    table: Mapping[str, V1Operation] = OPERATIONS
+
     def __init__(self, adapter: SandboxDriverV1Adapter) -> None:
         self._adapter = adapter
 
@@ -188,16 +197,16 @@ class V1Operations(Operations):
     def catalogue(self) -> Mapping[str, OperationInfo]:
         return {name: OperationInfo(name, op.capability, needs_sandbox=not op.provider_level,
                                     served_through=op.served_through)
-                for name, op in OPERATIONS.items()}
+                for name, op in self.table.items()}
 
     def invoke(self, operation: str, sandbox_id: str | None, events: EventRoute | None = None,
                **arguments: Any) -> OperationResult | SandboxHandle:
         adapter = self._adapter
-        op = OPERATIONS.get(operation)
+        op = self.table.get(operation)
         if op is None:
-            raise NotExpressible(NAME, operation)
+            raise NotExpressible(adapter.dialect, operation)
         if events is not None and not op.takes_events:
-            raise NotExpressible(NAME, f"events for {operation}")
+            raise NotExpressible(adapter.dialect, f"events for {operation}")
         result = adapter._evented(op.method, op.build(adapter, sandbox_id, arguments), events, operation)
         if op.method in ("sandbox/fork", "sandbox/undelete") and isinstance(result, dict) and "status" in result:
             handle = adapter._handle(result)

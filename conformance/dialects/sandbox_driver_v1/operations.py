@@ -80,7 +80,9 @@ def _volume_list(result: Any) -> OperationResult:
 
 
 def _preview(result: Any) -> OperationResult:
-    return PreviewUrl(result, url=_text(_obj(_obj(result).get("preview")).get("url")))
+    preview = _obj(_obj(result).get("preview"))
+    headers = {k: v for k, v in _obj(preview.get("headers")).items() if isinstance(v, str)}
+    return PreviewUrl(result, url=_text(preview.get("url")), headers=headers)
 
 
 def _ssh(result: Any) -> OperationResult:

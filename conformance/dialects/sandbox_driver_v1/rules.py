@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from conformance import schemas
-from conformance.adapter import WireVocabulary
+from conformance.adapter import TIMESTAMP_SINCE_EPOCH, WireVocabulary
 from conformance.dialects.jsonrpc_adapter import SchemaRules, boolean_leaves, protocol_error
 from conformance.errors import ApplicationErrorAnswer, ProviderCallError
 from conformance.schemas import SchemaProblem
@@ -18,6 +18,9 @@ DEFAULT_BASE_SPEC: dict[str, Any] = {"source": "host_directory"}
 
 NOTIFICATIONS = ("exec/output", "logs/output", "host/event", "host/log")
 APPLICATION_ERROR = -32000
+# The stable kinds of an application failure (section 7); a receiver treats any other as opaque.
+ERROR_KINDS = frozenset({"not_found", "unsupported", "invalid_state", "invalid_spec", "timeout", "auth",
+                         "rate_limited", "exec", "provider", "transport", "io"})
 
 VOCABULARY = WireVocabulary(
     jsonrpc="2.0",
@@ -31,6 +34,10 @@ VOCABULARY = WireVocabulary(
     notifications=NOTIFICATIONS,
     event_notification="host/event",
     log_notification="host/log",
+    error_kinds=ERROR_KINDS,
+    # A v1 SystemTime is written in its structural form (sections 6 and 10); upstream's v1 host cannot
+    # decode the RFC 3339 string of v2-era writers.
+    timestamp_forms=(TIMESTAMP_SINCE_EPOCH,),
 )
 
 # Capability names whose wire field is spelled differently (protocol section 5.1).
@@ -70,6 +77,12 @@ def capability_flags(raw: Any) -> dict[str, bool]:
     return flags
 
 
+def isolation_of(raw: Any) -> str | None:
+    """The declaration's isolation (none, container, vm), if it names one."""
+    value = raw.get("isolation") if isinstance(raw, dict) else None
+    return value if isinstance(value, str) else None
+
+
 def method_ref(method: str, part: str) -> str:
     return schemas.schema_path(FOLDER, "methods", f"{method.replace('/', '.')}.json") + f"#/$defs/{part}"
 
@@ -84,10 +97,16 @@ class V1Rules(SchemaRules):
     folder = FOLDER
 
     def notification_problems(self, method: str, params: Any) -> list[SchemaProblem]:
+        return self.checked_notification(method, params)[0]
+
+    def checked_notification(self, method: str, params: Any) -> tuple[list[SchemaProblem], bytes | None]:
         if method not in NOTIFICATIONS:
-            return []  # the envelope check already flags unknown notification methods
+            return [], None  # the envelope check already flags unknown notification methods
+        data = plain_output_data(method, params)
+        if data is not None:
+            return [], data
         ref = schemas.schema_path(FOLDER, "notifications", f"{method.replace('/', '.')}.json") + "#/$defs/params"
-        return schemas.problems(ref, params)
+        return schemas.problems(ref, params), None
 
     def notification_route(self, method: str, params: Any) -> tuple[str, str] | None:
         if not isinstance(params, dict):
@@ -108,6 +127,28 @@ class V1Rules(SchemaRules):
                 retryable=bool(report.get("retryable", False)),
             )
         return protocol_error(method, error)
+
+
+# The member that names the stream of each output notification (besides data_b64).
+_OUTPUT_KEYS = {"exec/output": "exec_id", "logs/output": "stream_id"}
+
+
+def plain_output_data(method: str, params: Any) -> bytes | None:
+    """The decoded bytes of an ``exec/output`` or ``logs/output`` notification that is plainly valid
+    (what its schema accepts, checked by hand: these are most of a stream's lines); None when it is
+    another method or not plainly valid, and the schema must decide and explain."""
+    key = _OUTPUT_KEYS.get(method)
+    if key is None or type(params) is not dict or type(params.get(key)) is not str:
+        return None
+    if method == "exec/output" and params.get("stream") not in ("stdout", "stderr"):
+        return None
+    encoded = params.get("data_b64")
+    if type(encoded) is not str:
+        return None
+    try:
+        return schemas.decoded_or_checked(encoded)
+    except ValueError:  # binascii.Error is one
+        return None
 
 
 def looks_like(initialize_result: Any) -> bool:
