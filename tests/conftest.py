@@ -84,6 +84,14 @@ def rest_server_image(docker_engine: str) -> str:
     return _image(ensure_rest_server_image)
 
 
+@pytest.fixture(scope="session")
+def suite_image(docker_engine: str) -> str:
+    """The tag of the local image of the suite itself, rebuilt when its source or dependencies changed."""
+    from conformance.reference.images import ensure_suite_image
+
+    return _image(ensure_suite_image)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Every test that needs the Docker engine carries the ``docker`` marker (``-m 'not docker'``); the
     whole-suite runs (``slow``) go first: under xdist's load scheduling a long test collected last would

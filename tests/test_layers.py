@@ -53,7 +53,8 @@ LAYERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     "engine": (("conformance/engine.py", "conformance/reporting/**/*.py"), (
         "conformance.dialects", "conformance.transports", "conformance.reference", "conformance.plugin",
         "conformance.runner", "conformance.connections", "conformance.providers", "pytest")),
-    "commands": (("conformance/cli.py", "conformance/sweep.py", "conformance/containers.py", "conformance/explain.py"), (
+    "commands": (("conformance/cli.py", "conformance/sweep.py", "conformance/containers.py", "conformance/explain.py",
+                  "conformance/ci_action.py"), (
         "conformance.transports", "conformance.reference.mutants")),
     # a reference provider is a provider like any other: none of the suite's internals
     "reference": (("conformance/reference/**/*.py",), (

@@ -6,7 +6,7 @@ image is ``FROM`` it, built with the classic builder from a generated Dockerfile
 context. An image whose tag exists is kept — the derived images carry a digest of their inputs as a
 label, so a changed Dockerfile or a changed ``conformance`` source rebuilds them.
 
-    python -m conformance.reference.images [base|sandbox|rest-server|all] [--rebuild]
+    python -m conformance.reference.images [base|sandbox|rest-server|suite|all] [--rebuild]
 """
 
 from __future__ import annotations
@@ -16,20 +16,23 @@ import contextlib
 import fcntl
 import hashlib
 import os
+import platform
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import conformance
+from conformance import bundle
 
 BASE_TAG = "sandbox-conformance/base:bookworm"
 SANDBOX_TAG = "sandbox-conformance/sandbox:bookworm"
 REST_SERVER_TAG = "sandbox-conformance/forkd-reference:latest"
 REST_SERVER_PORT = 8889
+SUITE_TAG = "sandbox-conformance/suite:latest"
 DIGEST_LABEL = "sandbox-conformance.inputs"
 MIRROR = os.environ.get("SANDBOX_CONFORMANCE_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 DEBOOTSTRAP_TIMEOUT_S = 1800.0
@@ -57,6 +60,31 @@ EXPOSE {REST_SERVER_PORT}
 CMD ["python3", "-m", "conformance.reference.rest_server", "--host", "0.0.0.0", "--port", "{REST_SERVER_PORT}", \
 "--token-env", "FORKD_TOKEN"]
 """
+
+
+# The suite itself, to run from a CI job that has Docker but no Python: `docker run --rm --network host
+# sandbox-conformance/suite sandbox-conformance run --rest http://127.0.0.1:8889`. The base has
+# python3 but neither pip nor ensurepip, so the dependencies are installed on the host into a plain
+# directory (pip --target, wheels for the base's CPython and platform) and copied in on PYTHONPATH.
+SUITE_PYTHON_VERSION = "3.11"  # Debian bookworm's python3
+SUITE_DOCKERFILE = f"""\
+FROM {BASE_TAG}
+COPY site /opt/sandbox-conformance/site
+COPY conformance /opt/sandbox-conformance/app/conformance
+COPY sandbox-conformance /usr/local/bin/sandbox-conformance
+ENV PYTHONPATH=/opt/sandbox-conformance/app:/opt/sandbox-conformance/site PYTHONDONTWRITEBYTECODE=1 \
+PYTHONUNBUFFERED=1 HOME=/tmp
+WORKDIR /work
+LABEL sandbox-conformance.image=suite
+ENTRYPOINT []
+CMD ["sandbox-conformance", "--help"]
+"""
+SUITE_LAUNCHER = """\
+#!/bin/sh
+# The console script pip would write, for the image's own python3.
+exec python3 -m conformance.cli "$@"
+"""
+PIP_TIMEOUT_S = 600.0
 
 
 class ImageError(RuntimeError):
@@ -165,10 +193,14 @@ def _digest(dockerfile: str, tree: Path | None = None) -> str:
     return digest.hexdigest()[:32]
 
 
-def _build(tag: str, dockerfile: str, package: Path | None = None, rebuild: bool = False) -> str:
-    """Build ``tag`` from a generated Dockerfile unless an image with the same inputs exists."""
+def _build(tag: str, dockerfile: str, package: Path | None = None, rebuild: bool = False,
+           extra_inputs: str = "", prepare: Callable[[Path], None] | None = None) -> str:
+    """Build ``tag`` from a generated Dockerfile unless an image with the same inputs exists.
+
+    ``extra_inputs`` joins the digest (e.g. the dependency list); ``prepare(context)`` adds to the build
+    context what the Dockerfile copies besides the package, and runs only when the image is built."""
     ensure_base_image()
-    digest = _digest(dockerfile, package)
+    digest = _digest(dockerfile + extra_inputs, package)
     with _build_lock():
         if image_label(tag, DIGEST_LABEL) == digest and not rebuild:
             return tag
@@ -178,6 +210,8 @@ def _build(tag: str, dockerfile: str, package: Path | None = None, rebuild: bool
             if package is not None:
                 shutil.copytree(package, Path(context) / "conformance",
                                 ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+            if prepare is not None:
+                prepare(Path(context))
             # The classic builder: no buildx plugin needed, and it never pulls a FROM image it has.
             env = {**os.environ, "DOCKER_BUILDKIT": "0"}
             _docker("build", "--quiet", "--pull=false", "--label", f"{DIGEST_LABEL}={digest}", "--tag", tag,
@@ -201,7 +235,64 @@ def ensure_rest_server_image(rebuild: bool = False) -> str:
     return _build(REST_SERVER_TAG, REST_SERVER_DOCKERFILE, package=package_source(), rebuild=rebuild)
 
 
-BUILDERS = {"base": ensure_base_image, "sandbox": ensure_sandbox_image, "rest-server": ensure_rest_server_image}
+def suite_requirements() -> list[str]:
+    """The suite's runtime dependencies, as its installed metadata states them (extras left out)."""
+    from importlib.metadata import PackageNotFoundError, requires
+
+    try:
+        declared = requires("sandbox-conformance") or []
+    except PackageNotFoundError:
+        raise ImageError("sandbox-conformance is not installed (pip install -e .): its dependencies are "
+                         "unknown") from None
+    return sorted(r.split(";")[0].strip() for r in declared if "extra ==" not in r)
+
+
+def _install_suite_dependencies(site: Path) -> None:
+    """pip on the host installs wheels for the base image's CPython into ``site`` (no pip in the image)."""
+    machine = platform.machine()
+    command = [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check", "--no-compile",
+               "--target", str(site), "--python-version", SUITE_PYTHON_VERSION, "--implementation", "cp",
+               "--only-binary=:all:", "--platform", f"manylinux2014_{machine}",
+               "--platform", f"manylinux_2_28_{machine}", *suite_requirements()]
+    try:
+        completed = subprocess.run(command, check=False, capture_output=True, text=True, timeout=PIP_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise ImageError(f"pip did not install the suite's dependencies within {PIP_TIMEOUT_S:.0f} s") from None
+    if completed.returncode != 0:
+        lines = (completed.stderr or completed.stdout).strip().splitlines()
+        raise ImageError(f"pip could not install the suite's dependencies: {lines[-1] if lines else 'no output'}")
+    # Console scripts written for the host's interpreter would not run in the image.
+    shutil.rmtree(site / "bin", ignore_errors=True)
+
+
+def _prepare_suite_context(context: Path) -> None:
+    # The package carries features, steps and schemas inside it, as the wheel does (bundle.root()).
+    packaged = context / "conformance" / "_bundle"
+    for folder in (bundle.features_dir(), bundle.steps_dir(), bundle.schemas_dir()):
+        shutil.copytree(folder, packaged / folder.name, dirs_exist_ok=True,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    launcher = context / "sandbox-conformance"
+    launcher.write_text(SUITE_LAUNCHER)
+    launcher.chmod(0o755)
+    _install_suite_dependencies(context / "site")
+
+
+def _suite_inputs() -> str:
+    """What the suite image holds besides the package: its dependencies and the bundled data."""
+    digest = hashlib.sha256("\n".join(suite_requirements()).encode() + SUITE_LAUNCHER.encode())
+    for folder in (bundle.features_dir(), bundle.steps_dir(), bundle.schemas_dir()):
+        digest.update(_digest(folder.name, folder).encode())
+    return digest.hexdigest()
+
+
+def ensure_suite_image(rebuild: bool = False) -> str:
+    """The suite itself with its dependencies, from this process's ``conformance`` source."""
+    return _build(SUITE_TAG, SUITE_DOCKERFILE, package=package_source(), rebuild=rebuild,
+                  extra_inputs=_suite_inputs(), prepare=_prepare_suite_context)
+
+
+BUILDERS = {"base": ensure_base_image, "sandbox": ensure_sandbox_image, "rest-server": ensure_rest_server_image,
+            "suite": ensure_suite_image}
 
 
 def main(argv: list[str] | None = None) -> int:
