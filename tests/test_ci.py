@@ -178,7 +178,7 @@ def _run_action(tmp_path: Path, **inputs: str) -> tuple[subprocess.CompletedProc
     env |= {ci_action.env_name(name): value for name, value in inputs.items()}
     env |= {"GITHUB_OUTPUT": str(outputs_file), "GITHUB_STEP_SUMMARY": str(summary_file),
             "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))}
-    process = subprocess.run([sys.executable, "-m", "conformance.ci_action"], cwd=tmp_path, env=env,
+    process = subprocess.run([sys.executable, "-m", "conformance.ci_action"], check=False, cwd=tmp_path, env=env,
                              capture_output=True, text=True, timeout=ACTION_TIMEOUT_S)
     return process, _read_outputs(outputs_file), summary_file.read_text()
 
@@ -232,7 +232,7 @@ def test_the_examples_merge_script_joins_each_providers_shards(shards: Path, tmp
     launcher.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -m conformance.cli \"$@\"\n")
     launcher.chmod(0o755)
     env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(REPO)}
-    merged = subprocess.run(["bash", "-eo", "pipefail", "-c", script], cwd=tmp_path, env=env, capture_output=True,
+    merged = subprocess.run(["bash", "-eo", "pipefail", "-c", script], check=False, cwd=tmp_path, env=env, capture_output=True,
                             text=True, timeout=ACTION_TIMEOUT_S)
     assert merged.returncode == 0, merged.stderr
     results = json.loads((tmp_path / "merged" / "reference-v1" / "results.json").read_text())
