@@ -1,7 +1,8 @@
 # Everything a fresh machine needs, from the repository root:
 #   make run    set up, then run the conformance suite against the bundled reference plugin
 #   make test   set up, then run the suite's own tests (what CI runs)
-#   make images build the local Docker images (base rootfs by debootstrap, sandbox, reference REST server)
+#   make images build the local Docker images (base rootfs by debootstrap, sandbox, reference REST server,
+#               the suite itself)
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin

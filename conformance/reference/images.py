@@ -279,7 +279,7 @@ def _prepare_suite_context(context: Path) -> None:
 
 def _suite_inputs() -> str:
     """What the suite image holds besides the package: its dependencies and the bundled data."""
-    digest = hashlib.sha256("\n".join(suite_requirements()).encode() + SUITE_LAUNCHER.encode())
+    digest = hashlib.sha256("\n".join([*suite_requirements(), platform.machine()]).encode() + SUITE_LAUNCHER.encode())
     for folder in (bundle.features_dir(), bundle.steps_dir(), bundle.schemas_dir()):
         digest.update(_digest(folder.name, folder).encode())
     return digest.hexdigest()
