@@ -249,12 +249,18 @@ def test_a_failing_provider_fails_the_step_with_verdict_fail(tmp_path: Path) -> 
     assert (tmp_path / ci_action.DEFAULT_REPORT_DIR / "results.json").is_file()
 
 
-def test_hostile_inputs_stay_literal_arguments(tmp_path: Path) -> None:
+@pytest.mark.parametrize("hostile", [
+    # args: split into literal words; the unknown scenario stops the run before any provider starts
+    lambda canary: {"PLUGIN": plugin_command(), "ARGS": f'--scenario "nope; touch {canary}-semicolon" '
+                                                        f'"$(touch {canary}-subst)" `touch {canary}-tick`'},
+    # plugin: started without a shell, so `;`, `touch` and the path are arguments the plugin refuses
+    lambda canary: {"PLUGIN": f"{plugin_command()} ; touch {canary}-plugin $(touch {canary}-plugin-subst)",
+                    "ARGS": "--scenario delete-unknown"},
+], ids=["args", "plugin"])
+def test_hostile_inputs_stay_literal_arguments(tmp_path: Path, hostile) -> None:
     canary = tmp_path / "pwned"
-    process, outputs, _ = _run_action(
-        tmp_path, PLUGIN=f"true; touch {canary}-plugin",
-        ARGS=f'--scenario "nope; touch {canary}-semicolon" "$(touch {canary}-subst)" `touch {canary}-tick`')
-    assert process.returncode == 2
+    process, outputs, _ = _run_action(tmp_path, **hostile(canary))
+    assert process.returncode == 2, process.stderr
     assert not list(tmp_path.glob("pwned*")), "an input ran as shell code"
     assert outputs == {"verdict": "none", "exit-code": "2", "report-dir": str(tmp_path / ci_action.DEFAULT_REPORT_DIR)}
     assert "Traceback" not in process.stderr
