@@ -112,9 +112,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     reports = commands.add_parser("report", help="work with finished runs' reports")
     report_commands = reports.add_subparsers(dest="report_command", required=True, parser_class=_Parser)
-    merge = report_commands.add_parser("merge", help="join the results.json of a run's shards (run --shard) into one")
-    merge.add_argument("results", nargs="+", metavar="RESULTS_JSON", help="one results.json per shard")
+    merge = report_commands.add_parser(
+        "merge", help="join the results.json of a run's shards (run --shard) into one; of several providers' "
+                      "runs, into a providers x scenarios matrix (matrix.html, matrix.md, matrix.json)")
+    merge.add_argument("results", nargs="+", metavar="RESULTS_JSON",
+                       help="one results.json per shard (or per run), of one provider or several")
     merge.add_argument("--out", required=True, metavar="DIR", help="where the merged reports go")
+    merge.add_argument("--label", action="append", default=[], metavar="NAME",
+                       help="a matrix column's title, once per provider in the order their first results.json "
+                            "appears (default: kind, version and dialect)")
 
     commands.add_parser("lint", help="check the features' tags and the requirement registry agree")
 
@@ -186,12 +192,28 @@ def _run_on_provider(config: RunConfig) -> int:
 
 
 def command_report_merge(args: argparse.Namespace) -> int:
-    """The merged run's summary, and its verdict as the exit code (as `run` would have given it)."""
-    from conformance.reporting import shards, terminal
+    """One provider: the merged run's summary, and its verdict as the exit code (as `run` would have given
+    it). Several: each provider's verdict in one line and where the matrix is; exit 0 only if every provider
+    passes."""
+    from pathlib import Path
 
-    document = shards.merge_files(args.results, args.out)
-    print(terminal.render_summary(document), end="")
-    return EXIT_OK if document["verdict"]["passed"] else EXIT_FAILED
+    from conformance.reporting import matrix, shards, terminal
+
+    groups = shards.by_provider(shards.read_documents(args.results))
+    if len(groups) == 1:
+        if args.label:
+            raise UsageError("--label names matrix columns, but every results.json given is one provider's")
+        document = shards.write_run(Path(args.out), shards.merge(groups[0]))
+        print(terminal.render_summary(document), end="")
+        return EXIT_OK if document["verdict"]["passed"] else EXIT_FAILED
+    table = matrix.merge_providers(groups, Path(args.out), args.label)
+    for provider in table["providers"]:
+        must = provider["must"]
+        print(f"{'PASS' if provider['verdict']['passed'] else 'FAIL'} {provider['label']}: MUST {must['passed']} passed, "
+              f"{must['failed']} failed, {must['error']} errors (run in {Path(args.out) / provider['slug']})")
+    print(f"{len(table['scenarios'])} scenarios, {table['disagreements']} where providers disagree: "
+          f"{Path(args.out) / 'matrix.html'} (also matrix.md, matrix.json)")
+    return EXIT_OK if all(provider["verdict"]["passed"] for provider in table["providers"]) else EXIT_FAILED
 
 
 def report(outcome) -> int:

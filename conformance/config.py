@@ -73,13 +73,15 @@ class Selection:
     def shard_of(self, selected_ids: Iterable[str]) -> set[str]:
         """The ids of ``selected_ids`` this shard runs (all of them without --shard).
 
-        No scenario durations are recorded anywhere, so the partition is round-robin over the sorted ids:
-        it depends on nothing but the ids (stable across runs, machines and xdist workers), every id lands
-        in exactly one shard, and shard sizes differ by at most one."""
+        The partition is balanced by the scenarios' recorded durations (``reporting.durations``): it depends
+        on nothing but the ids and the shipped durations file (stable across runs, machines and xdist
+        workers), and every id lands in exactly one shard."""
         if self.shard is None:
             return set(selected_ids)
+        from conformance.reporting import durations
+
         index, count = self.shard
-        return set(sorted(set(selected_ids))[index - 1::count])
+        return set(durations.balanced_partition(selected_ids, count, durations.recorded())[index - 1])
 
     def check_known(self, catalogue: Sequence[CatalogueEntry]) -> None:
         """``UsageError`` naming the first --scenario or --feature that no scenario of ``catalogue`` answers
