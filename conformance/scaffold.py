@@ -25,6 +25,11 @@ def _toml(value: str) -> str:
     return json.dumps(value)
 
 
+def _toml_key(name: str) -> str:
+    """A bare key where TOML allows one; a dot would split it into nested tables, so that one is quoted."""
+    return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else _toml(name)
+
+
 def provider_name(args: argparse.Namespace) -> str:
     if args.name:
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", args.name):
@@ -36,7 +41,7 @@ def provider_name(args: argparse.Namespace) -> str:
         source = re.sub(r"^\w+://", "", args.rest).split("/")[0].split(":")[0]
     else:
         source = args.image.rsplit("/", 1)[-1].split(":")[0]
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", source).strip("-.") or "provider"
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", source).strip("-_") or "provider"
 
 
 def _argv(command: str) -> list[str]:
@@ -61,7 +66,7 @@ def config_text(args: argparse.Namespace, name: str) -> str:
              "[selection]",
              '# tags = "must"                 # a tag expression, as --tags',
              "",
-             f"[providers.{name}]"]
+             f"[providers.{_toml_key(name)}]"]
     if args.plugin:
         argv = _argv(args.plugin)
         executable = plugin_executable(ProviderConfig(plugin=args.plugin))
