@@ -261,9 +261,9 @@ class RunConfig:
 
         if not hasattr(args, "config_file"):  # the file is merged under the flags once, here or by the caller
             args = config_files.apply(args)
-        selection = Selection(scenarios=tuple(args.scenario), features=tuple(args.feature), tags=args.tags,
-                              keyword=args.keyword, shard=parse_shard(args.shard))
         try:
+            selection = Selection(scenarios=tuple(args.scenario), features=tuple(args.feature), tags=args.tags,
+                                  keyword=args.keyword, shard=parse_shard(args.shard))
             selection.check_known(all_scenarios())
         except UsageError as exc:
             if getattr(args, "selection_from", None):

@@ -143,7 +143,7 @@ def _check_schema(config: ConfigFile, prefix: str) -> None:
     kind, expected = error.validator, error.validator_value
     if kind == "additionalProperties":
         known = sorted(error.schema.get("properties", {}))
-        unknown = sorted(set(error.instance) - set(known))[0]
+        unknown = min(set(error.instance) - set(known))
         close = difflib.get_close_matches(unknown, known, n=1)
         hint = f" (did you mean '{close[0]}'?)" if close else f" (known: {', '.join(known)})"
         name = f"{key}.{unknown}" if key else prefix + unknown

@@ -129,13 +129,14 @@ def _rest_checks(provider: ProviderConfig) -> list[Check]:
 def _docker_check(provider: ProviderConfig) -> Check:
     if provider.image is None:
         return Check(NOT_APPLICABLE, "Docker engine: not needed (no --image)")
-    try:
-        import docker
+    import docker
+    from docker.errors import DockerException
 
+    try:
         client = docker.from_env(timeout=DOCKER_PING_TIMEOUT_S)
         version = client.version().get("Version", "?")
         client.close()
-    except Exception as exc:  # docker reports an unreachable engine in many exception types
+    except (DockerException, OSError) as exc:  # requests' connection errors are OSErrors
         first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         return Check(FAIL, f"Docker engine unreachable: {first}")
     return Check(PASS, f"Docker engine reachable (version {version})")

@@ -93,6 +93,7 @@ BAD_FILES = [
     ('[providers.mine]\nplugin = "p"\ncreate-spec = "@missing.json"\n', "key 'providers.mine.create-spec' names a file"),
     ('expected-failures = "nowhere.yaml"\n', "key 'expected-failures' names a file that does not exist"),
     ('[selection]\nscenarios = ["no-such-scenario"]\n', "[selection]: --scenario 'no-such-scenario' is not a scenario id"),
+    ('[selection]\ntags = "must and ("\n', "[selection]: --tags"),
     ("strict = \n", "is not valid TOML"),
 ]
 
@@ -186,6 +187,7 @@ def test_the_file_supplies_everything_relative_to_its_directory(full_file: Path)
     assert config.expected_failures == str(here / "baseline.yaml") and config.strict
     assert config.selection.tags == "must" and config.selection.features == ("delete.feature",)
     assert (config.provider_name, config.config_file) == ("mine", str(full_file))
+    assert RunConfig.from_json(config.to_json()) == config  # xdist workers get the same configuration
 
 
 def test_flags_override_each_class_of_setting(full_file: Path) -> None:
@@ -266,6 +268,7 @@ def test_a_run_from_the_file_hides_its_env_and_reproduces_from_it(tmp_path, monk
         call-timeout = 20
         """)
     monkeypatch.chdir(path.parent)
+    monkeypatch.setattr(sys, "argv", ["cli.py"])  # as `python -m conformance.cli` (an xdist worker's argv is "-c")
     code, out, err = _main(capsys, "run")
     reports = path.parent / "out"
     assert code == 1, err  # the mutant echoes its env into a failing delete
