@@ -125,7 +125,7 @@ def _shown(value: Any, key: str) -> str:
     """A wrong value as the message shows it; never one under ``env`` (those are secrets), never long."""
     if ".env" in f".{key}" or isinstance(value, (dict, list)):
         return {dict: "a table", list: "a list", str: "a string"}.get(type(value), type(value).__name__)
-    text = json.dumps(value)
+    text = json.dumps(value, default=str)  # TOML has dates and times, JSON has not
     return text if len(text) <= 60 else text[:57] + "..."
 
 

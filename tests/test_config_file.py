@@ -95,6 +95,7 @@ BAD_FILES = [
     ('[selection]\nscenarios = ["no-such-scenario"]\n', "[selection]: --scenario 'no-such-scenario' is not a scenario id"),
     ('[selection]\ntags = "must and ("\n', "[selection]: --tags"),
     ("strict = \n", "is not valid TOML"),
+    ("strict = 1979-05-27\n", "key 'strict' must be true or false, got \"1979-05-27\""),
 ]
 
 
@@ -132,6 +133,13 @@ def test_bad_config_flags_are_one_line(argv, fragment, tmp_path, monkeypatch, ca
     _write(tmp_path / "sandbox-conformance.toml", '[providers.mine]\nplugin = "p"\n')
     monkeypatch.chdir(tmp_path)
     assert fragment in _one_line(*_main(capsys, "run", *argv)[::2])
+
+
+def test_sweep_cannot_start_an_image_provider_from_the_file(tmp_path, monkeypatch, capsys) -> None:
+    _write(tmp_path / "sandbox-conformance.toml", '[providers.boxed]\nimage = "team/provider:1"\n')
+    monkeypatch.chdir(tmp_path)
+    line = _one_line(*_main(capsys, "sweep", "--run-id", "run-x")[::2])
+    assert "key 'providers.boxed.image' is started by `run`; this command needs a running provider" in line
 
 
 def test_several_providers_without_a_default_ask_for_one(tmp_path, monkeypatch, capsys) -> None:
