@@ -64,7 +64,7 @@ def test_merged_shards_equal_the_unsharded_run(runs, capsys):
     assert merged["summary"] == whole.results["summary"]
     assert merged["verdict"]["passed"] == whole.document.passed
     assert merged["run"]["shards"] == 2 and "shard" not in merged["run"]
-    assert {"junit.xml", "summary.md", "badge.svg"} <= {p.name for p in (base / "merged").iterdir()}
+    assert {"junit.xml", "summary.md", "badge.svg", "report.html"} <= {p.name for p in (base / "merged").iterdir()}
     assert "verdict" in capsys.readouterr().out
 
 

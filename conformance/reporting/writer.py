@@ -1,5 +1,5 @@
-"""Writes ``results.json`` (validated against its schema) and, from it, ``junit.xml``, ``summary.md`` and
-the badges (``badge.svg``, ``badge.json``)."""
+"""Writes ``results.json`` (validated against its schema) and, from it, ``junit.xml``, ``summary.md``,
+``report.html`` and the badges (``badge.svg``, ``badge.json``)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from conformance import __version__, schemas
 from conformance.errors import HarnessError
 from conformance.reporting.badge import write_badges
 from conformance.reporting.gaps import gap_section
+from conformance.reporting.html import write_html
 from conformance.reporting.markdown import write_markdown
 from conformance.reporting.model import ScenarioResult, summarize
 from conformance.reporting.verdict import decide, level_counts
@@ -88,6 +89,7 @@ def write_document(report_dir: Path, document: dict[str, Any]) -> dict[str, Any]
     (report_dir / "results.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
     write_junit(report_dir / "junit.xml", document)
     write_markdown(report_dir, document)
+    write_html(report_dir, document)
     write_badges(report_dir, document)
     return document
 
