@@ -140,6 +140,27 @@ def test_a_document_of_another_suite_version_still_renders(failing_run) -> None:
     assert "<h3>sandbox-driver-v1</h3>" in written and "<h3>fabro-sketch</h3>" in written
 
 
+def test_the_runs_own_troubles_are_shown(failing_run) -> None:
+    """What the verdict reads besides outcomes — a baseline, flaky scenarios, leaked sandboxes, repeats —
+    is on the page, and an expected failure opens like a failure."""
+    document = copy.deepcopy(_written_document(failing_run))
+    document["run"]["repeat"] = 3
+    document["sandboxes"]["leaked"] = ["sbx-left-behind"]
+    document["flaky"] = [{"id": PASSING, "outcomes": ["passed", "failed", "passed"]}]
+    document["baseline"] = {"source": "known-failures.yaml", "entries": [
+        {"id": FAILING, "reason": "upstream issue 12", "status": "holds", "scenarios": [FAILING]}]}
+    failure = next(s for s in document["scenarios"] if s["id"] == FAILING)
+    failure["outcome"], failure["outcomes"] = "xfail", ["failed", "failed", "failed"]
+    shown = html.unescape(html_report.render_html(document))
+    for expected in ("repeated</th><td>3 times", "sandboxes leaked</th><td>sbx-left-behind",
+                     f"<code>{PASSING}</code> (passed → failed → passed)", "<code>known-failures.yaml</code>",
+                     f"baseline entry {FAILING}</th><td>holds: upstream issue 12",
+                     "outcomes per repetition: failed → failed → failed",
+                     f'<details class="entry scenario o-xfail" id="scenario-{FAILING}"'):
+        assert expected in shown, expected
+    assert shown.split(f'id="scenario-{FAILING}"', 1)[1].split(">", 1)[0].endswith(" open")
+
+
 def test_a_secret_handed_to_the_provider_never_appears(failing_run) -> None:
     written = _report(failing_run)
     assert "[REDACTED]" in written, "the leak happened and the report shows it — redacted"

@@ -18,7 +18,7 @@ import html
 import re
 from collections import Counter
 from collections.abc import Iterable
-from functools import cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -70,22 +70,16 @@ def _level(level: str | None) -> str:
 class _Spec:
     """The spec the document names: requirements by id, each scenario's steps, and which rules judge it."""
 
-    def __init__(self, document: dict[str, Any]) -> None:
+    def __init__(self, dialect: str | None) -> None:
         self.requirements = registry.load()
         self.registry_names = registry.registries()
-        dialect = (document.get("provider") or {}).get("dialect")
         self.dialect = dialect if dialect in self.registry_names else None
-        self._cited: dict[tuple[str, ...], tuple[str, ...]] = {}
 
     def cited(self, scenario: dict[str, Any]) -> tuple[str, ...]:
         """The requirements the scenario is judged by on this provider's dialect (as the run cites them; a
-        scenario left out of the run still carries every registry's ids). Scenarios share few sets of ids."""
+        scenario left out of the run still carries every registry's ids)."""
         ids = tuple(scenario.get("requirements") or ())
-        if self.dialect is None:
-            return ids
-        if ids not in self._cited:
-            self._cited[ids] = registry.cited_under(ids, self.dialect)
-        return self._cited[ids]
+        return ids if self.dialect is None else _cited_under(ids, self.dialect)
 
     def requirement_text(self, scenario: dict[str, Any], rid: str) -> str | None:
         texts = scenario.get("requirement_texts") or {}
@@ -108,6 +102,12 @@ class _Spec:
 
 
 @cache
+def _cited_under(ids: tuple[str, ...], dialect: str) -> tuple[str, ...]:
+    """``requirements.cited_under``, once per set of ids: scenarios share few sets, and reports are many."""
+    return registry.cited_under(ids, dialect)
+
+
+@cache
 def _catalogue_entries() -> dict[str, CatalogueEntry]:
     return {entry.id: entry for entry in all_scenarios()}
 
@@ -122,7 +122,7 @@ def _catalogue_steps(scenario_id: str) -> tuple[str, ...] | None:
 
 
 def render_html(document: dict[str, Any]) -> str:
-    spec = _Spec(document)
+    spec = _Spec((document.get("provider") or {}).get("dialect"))
     scenarios = document.get("scenarios") or []
     verdict = document.get("verdict") or {}
     passed = bool(verdict.get("passed"))
@@ -278,7 +278,29 @@ def _filter_attributes(scenario: dict[str, Any]) -> str:
             f'data-feature="{_e(scenario.get("feature"))}"')
 
 
+# What a scenario left out of the run may carry beyond its identity; with none of it, its card is cached.
+_DIAGNOSTIC_KEYS = ("transcript", "stderr", "reproduce", "step", "findings", "outcomes", "requirement_texts")
+
+
 def _scenario_card(scenario: dict[str, Any], spec: _Spec, number: int) -> str:
+    if scenario.get("outcome") == "disabled" and not any(scenario.get(key) for key in _DIAGNOSTIC_KEYS):
+        return _disabled_card(spec.dialect, scenario["id"], scenario.get("name"), scenario.get("feature"),
+                              scenario.get("level"), tuple(scenario.get("requirements") or ()),
+                              tuple(scenario.get("capabilities") or ()), scenario.get("message"))
+    return _render_card(scenario, spec, number)
+
+
+@lru_cache(maxsize=4096)
+def _disabled_card(dialect: str | None, sid: str, name: str | None, feature: str | None, level: str | None,
+                   requirements: tuple[str, ...], capabilities: tuple[str, ...], message: str | None) -> str:
+    """The card of a scenario left out of the run, rendered once per process: every run of one scenario
+    (each mutant's, in our tests) shows the other five hundred, always the same."""
+    scenario = {"id": sid, "name": name, "feature": feature, "level": level, "outcome": "disabled",
+                "requirements": list(requirements), "capabilities": list(capabilities), "message": message}
+    return _render_card(scenario, _Spec(dialect), 0)
+
+
+def _render_card(scenario: dict[str, Any], spec: _Spec, number: int) -> str:
     outcome = scenario.get("outcome", "")
     sid = scenario["id"]
     cited = spec.cited(scenario) if outcome == "disabled" else tuple(scenario.get("requirements") or [])
@@ -360,7 +382,7 @@ def _requirements_view(scenarios: list[dict[str, Any]], spec: _Spec) -> str:
         parts.append(f'<div class="registry"><h3>{_e(name)}</h3>')
         for section, members in _by_section(requirements.values()):
             parts.append(f'<div class="req-section"><h4 class="section-title">section {_e(section)}</h4>')
-            parts += [_requirement_block(requirement, covering.get(requirement.id, []), spec) for requirement in members]
+            parts += [_requirement_block(requirement, covering.get(requirement.id, [])) for requirement in members]
             parts.append("</div>")
         parts.append("</div>")
     parts.append("</section>")
@@ -375,7 +397,7 @@ def _by_section(requirements: Iterable[registry.Requirement]) -> list[tuple[str,
     return list(groups.items())
 
 
-def _requirement_block(requirement: registry.Requirement, scenarios: list[dict[str, Any]], spec: _Spec) -> str:
+def _requirement_block(requirement: registry.Requirement, scenarios: list[dict[str, Any]]) -> str:
     tally = Counter(s.get("outcome") for s in scenarios if s.get("outcome") != "disabled")
     verdict = ", ".join(f"{n} {_OUTCOME_LABELS.get(o, o).lower()}" for o, n in tally.most_common())
     parts = [f'<div class="requirement" id="{_anchor("req", requirement.id)}">',
@@ -387,15 +409,22 @@ def _requirement_block(requirement: registry.Requirement, scenarios: list[dict[s
         parts.append(f'<p class="muted">not checked by a black box: {_e(requirement.excluded)}</p>')
     if not scenarios:
         parts.append('<p class="muted">No scenario verifies it.</p>')
-    for scenario in scenarios:
-        sid = scenario["id"]
-        parts.append(
-            f'<details class="entry covering" {_filter_attributes(scenario)}>'
-            f'<summary>{_badge(scenario.get("outcome", ""))} <code>{_e(sid)}</code> {_e(scenario.get("name"))} '
-            f'<a href="#{_anchor("scenario", sid)}">result</a></summary>'
-            f'{_steps_block(spec.steps(sid), scenario.get("step"))}</details>')
+    parts += [_covering_entry(s["id"], s.get("name"), s.get("outcome", ""), s.get("level"), s.get("feature"),
+                              s.get("step")) for s in scenarios]
     parts.append("</div>")
     return "\n".join(parts)
+
+
+@lru_cache(maxsize=4096)
+def _covering_entry(sid: str, name: str | None, outcome: str, level: str | None, feature: str | None,
+                    step: str | None) -> str:
+    """One scenario under a requirement it verifies: its outcome and steps, a link to its card. The same
+    in every run where the scenario ends the same way, so rendered once per process."""
+    scenario = {"outcome": outcome, "level": level, "feature": feature}
+    return (f'<details class="entry covering" {_filter_attributes(scenario)}>'
+            f'<summary>{_badge(outcome)} <code>{_e(sid)}</code> {_e(name)} '
+            f'<a href="#{_anchor("scenario", sid)}">result</a></summary>'
+            f'{_steps_block(_catalogue_steps(sid), step)}</details>')
 
 
 # -- gaps ----------------------------------------------------------------------------------------
