@@ -151,11 +151,13 @@ def test_the_runs_own_troubles_are_shown(failing_run) -> None:
         {"id": FAILING, "reason": "upstream issue 12", "status": "holds", "scenarios": [FAILING]}]}
     failure = next(s for s in document["scenarios"] if s["id"] == FAILING)
     failure["outcome"], failure["outcomes"] = "xfail", ["failed", "failed", "failed"]
+    failure["transcript_omitted"] = 7
     shown = html.unescape(html_report.render_html(document))
     for expected in ("repeated</th><td>3 times", "sandboxes leaked</th><td>sbx-left-behind",
                      f"<code>{PASSING}</code> (passed → failed → passed)", "<code>known-failures.yaml</code>",
                      f"baseline entry {FAILING}</th><td>holds: upstream issue 12",
                      "outcomes per repetition: failed → failed → failed",
+                     "7 messages in the middle left out",
                      f'<details class="entry scenario o-xfail" id="scenario-{FAILING}"'):
         assert expected in shown, expected
     assert shown.split(f'id="scenario-{FAILING}"', 1)[1].split(">", 1)[0].endswith(" open")

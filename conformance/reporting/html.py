@@ -327,7 +327,7 @@ def _render_card(scenario: dict[str, Any], spec: _Spec, number: int) -> str:
     parts.append(_steps_block(spec.steps(sid), scenario.get("step")))
     if scenario.get("transcript"):
         omitted = scenario.get("transcript_omitted") or 0
-        note = f' <span class="muted">({omitted} earlier lines left out)</span>' if omitted else ""
+        note = f' <span class="muted">({omitted} messages in the middle left out, where marked)</span>' if omitted else ""
         parts.append(f'<h4>transcript{note}</h4><pre class="transcript">{_e(chr(10).join(scenario["transcript"]))}</pre>')
     if scenario.get("stderr"):
         parts.append(f'<h4>provider stderr (tail)</h4><pre class="stderr">{_e(scenario["stderr"])}</pre>')
