@@ -59,7 +59,7 @@ def config_text(args: argparse.Namespace, name: str) -> str:
              "# below; flags override every value. Relative paths are relative to this file.",
              f"provider = {_toml(name)}",
              'report-dir = "reports"',
-             'report-formats = ["junit", "markdown", "badge"]',
+             'report-formats = ["junit", "markdown", "html", "badge"]',
              f"expected-failures = {_toml(BASELINE)}",
              "strict = false",
              "",

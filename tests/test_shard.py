@@ -110,7 +110,7 @@ def test_merged_shards_equal_the_unsharded_run(runs, capsys):
     assert merged["verdict"]["passed"] == whole.document.passed
     assert merged["run"]["shards"] == 3 and "shard" not in merged["run"]
     written = {p.name for p in (base / "merged").iterdir()}
-    assert {"junit.xml", "summary.md", "badge.svg"} <= written and "matrix.json" not in written  # one provider
+    assert {"junit.xml", "summary.md", "badge.svg", "report.html"} <= written and "matrix.json" not in written  # one provider
     assert "verdict" in capsys.readouterr().out
 
 

@@ -358,6 +358,7 @@ def test_a_planted_token_never_appears_in_any_report(run_in_process) -> None:
     for where, text in (("results.json", (run.report_dir / "results.json").read_text()),
                         ("junit.xml", (run.report_dir / "junit.xml").read_text()),
                         ("summary.md", (run.report_dir / "summary.md").read_text()),
+                        ("report.html", (run.report_dir / "report.html").read_text()),
                         ("stdout", run.stdout), ("stderr", run.stderr)):
         assert canary not in text, f"the canary token appears in {where}"
     assert '--env "CANARY_TOKEN=${CANARY_TOKEN:?export CANARY_TOKEN first}"' in failure["reproduce"]
