@@ -235,10 +235,12 @@ def test_a_run_on_a_terminal_shows_each_failure_above_the_live_line_and_leaves_n
     import fcntl
     import os
     import pty
+    import select
     import struct
     import subprocess
     import sys
     import termios
+    import time
 
     from tests.helpers import mutant_command
 
@@ -253,8 +255,11 @@ def test_a_run_on_a_terminal_shows_each_failure_above_the_live_line_and_leaves_n
     process = subprocess.Popen([sys.executable, "-m", "conformance.cli", *arguments], stdin=subprocess.DEVNULL,
                                stdout=child_end, stderr=subprocess.PIPE, env=env)
     os.close(child_end)
-    chunks = []
+    chunks, deadline = [], time.monotonic() + 120
     while True:
+        if not select.select([controller], [], [], max(0.0, deadline - time.monotonic()))[0]:
+            process.kill()
+            pytest.fail(f"the run wrote nothing for too long; so far: {b''.join(chunks)[-2000:]!r}")
         try:
             chunk = os.read(controller, 65536)
         except OSError:  # EIO: the child closed its end
