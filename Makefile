@@ -10,7 +10,7 @@ BIN := $(VENV)/bin
 # CPU busy: .ci/run's tests take under 5 minutes this way, about 6 with 2.
 WORKERS ?= 4
 
-.PHONY: setup run run-sketch run-docker images test wheel bench clean
+.PHONY: setup run run-sketch run-docker images test wheel bench clean durations
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,16 @@ test: setup
 
 wheel: setup
 	$(BIN)/python -m build --wheel --outdir dist
+
+# Re-record conformance/data/durations.json (what `run --shard` balances by) from whole reference runs in
+# each plugin dialect; a scenario's longest duration among the runs that ran it counts.
+DURATION_RUNS := reports/durations
+durations: setup
+	for dialect in sandbox-driver-v1 sandbox-driver-v2 fabro-sketch; do \
+	    $(BIN)/sandbox-conformance run --plugin "$(BIN)/sandbox-conformance-host-plugin --dialect $$dialect" \
+	        --report-dir $(DURATION_RUNS)/$$dialect || exit 1; \
+	done
+	$(BIN)/python -m conformance.reporting.durations $(DURATION_RUNS)/*/results.json
 
 clean:
 	rm -rf $(VENV) dist build reports/*.json reports/*.xml

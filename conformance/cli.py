@@ -72,11 +72,12 @@ def build_parser() -> argparse.ArgumentParser:
     select.add_argument("--shard", metavar="I/N",
                         help="run only part I of N of the selection (for parallel CI jobs; see `report merge`)")
     output = run.add_argument_group("output")
-    output.add_argument("--report-dir", default="reports", metavar="DIR", help="where results go (default: ./reports)")
+    output.add_argument("--report-dir", metavar="DIR", help="where results go (default: ./reports)")
     output.add_argument("-v", "--verbose", action="store_true", help="one line per scenario")
     run.add_argument("-n", dest="workers", metavar="N", help="parallel workers (pytest-xdist), or 'auto'")
     verdict = run.add_argument_group("verdict")
-    verdict.add_argument("--strict", action="store_true", help="SHOULD failures fail the run (default: warnings)")
+    verdict.add_argument("--strict", action=argparse.BooleanOptionalAction, default=None,
+                         help="SHOULD failures fail the run (default: warnings; --no-strict overrides the file)")
     verdict.add_argument("--expected-failures", metavar="FILE",
                          help="baseline of known failures (YAML): listed failures are xfail, listed passes fail")
     verdict.add_argument("--update-baseline", metavar="FILE", help="write this run's failures to FILE as a baseline")
@@ -92,6 +93,22 @@ def build_parser() -> argparse.ArgumentParser:
     sweep = commands.add_parser("sweep", help="delete the sandboxes a past run left behind (by its run label)")
     sweep.add_argument("--run-id", required=True, help="the run whose sandboxes to delete (its label value)")
     _provider_options(sweep.add_argument_group("provider (default: the bundled reference plugin)"), for_run=False)
+
+    init = commands.add_parser("init", help="write a configuration file, a GitHub Actions workflow and an empty "
+                                            "baseline for a provider")
+    target = init.add_mutually_exclusive_group(required=True)
+    target.add_argument("--plugin", metavar="COMMAND", help="plugin command line (its executable is pinned by sha256)")
+    target.add_argument("--rest", metavar="URL", help="base URL of a REST provider")
+    target.add_argument("--image", metavar="IMAGE[:TAG]", help="a REST provider packaged as a container image")
+    init.add_argument("--profile", metavar="NAME|PATH", help="REST profile (with --rest or --image)")
+    init.add_argument("--name", help="the provider's name in the file (default: from the command, URL or image)")
+    init.add_argument("--dir", default=".", metavar="DIR", help="where to write (default: the current directory)")
+    init.add_argument("--force", action="store_true", help="overwrite files that exist")
+
+    doctor = commands.add_parser("doctor", help="check that a provider can be reached, one line per check")
+    _provider_options(doctor.add_argument_group("provider (default: the configuration file's, else the bundled "
+                                                "reference plugin)"), for_run=True)
+    doctor.add_argument("--report-dir", metavar="DIR", help="the report directory to check (default: ./reports)")
 
     listing = commands.add_parser("list", help="list the scenarios the suite defines")
     listing.add_argument("--json", action="store_true", help="machine-readable output")
@@ -112,9 +129,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     reports = commands.add_parser("report", help="work with finished runs' reports")
     report_commands = reports.add_subparsers(dest="report_command", required=True, parser_class=_Parser)
-    merge = report_commands.add_parser("merge", help="join the results.json of a run's shards (run --shard) into one")
-    merge.add_argument("results", nargs="+", metavar="RESULTS_JSON", help="one results.json per shard")
+    merge = report_commands.add_parser(
+        "merge", help="join the results.json of a run's shards (run --shard) into one; of several providers' "
+                      "runs, into a providers x scenarios matrix (matrix.html, matrix.md, matrix.json)")
+    merge.add_argument("results", nargs="+", metavar="RESULTS_JSON",
+                       help="one results.json per shard (or per run), of one provider or several")
     merge.add_argument("--out", required=True, metavar="DIR", help="where the merged reports go")
+    merge.add_argument("--label", action="append", default=[], metavar="NAME",
+                       help="a matrix column's title, once per provider in the order their first results.json "
+                            "appears (default: kind, version and dialect)")
 
     commands.add_parser("lint", help="check the features' tags and the requirement registry agree")
 
@@ -129,6 +152,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _provider_options(target: argparse._ArgumentGroup, for_run: bool) -> None:
     """The options naming a provider; ``sweep`` takes them too, less what only a run can use."""
+    files = target.add_mutually_exclusive_group()
+    files.add_argument("--config", metavar="FILE", help="configuration file (default: sandbox-conformance.toml or "
+                       "pyproject.toml's [tool.sandbox-conformance], found from the current directory up)")
+    files.add_argument("--no-config", action="store_true", help="read no configuration file")
+    target.add_argument("--provider", metavar="NAME", help="a provider named in the configuration file")
     which = target.add_mutually_exclusive_group()
     which.add_argument("--plugin", metavar="COMMAND", help="plugin command line, e.g. \"./my-plugin --flag\"")
     which.add_argument("--rest", metavar="URL", help="base URL of a REST provider, e.g. http://127.0.0.1:8889")
@@ -137,7 +165,7 @@ def _provider_options(target: argparse._ArgumentGroup, for_run: bool) -> None:
                            help="start a REST provider packaged as a container image, run against it, remove it")
     target.add_argument("--profile", metavar="NAME|PATH",
                         help="REST profile: a built-in name or a YAML file (default with --rest or --image: forkd)")
-    target.add_argument("--dialect", default="auto", choices=DIALECTS, help="wire dialect (default: auto)")
+    target.add_argument("--dialect", choices=DIALECTS, help="wire dialect (default: auto)")
     target.add_argument("--create-spec", metavar="JSON|@FILE",
                         help="creation spec for the sandboxes scenarios create (default: the dialect's default)")
     target.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
@@ -152,10 +180,10 @@ def _provider_options(target: argparse._ArgumentGroup, for_run: bool) -> None:
                             help="longest line read from a stdio plugin, e.g. 1048576 or 1MiB; a longer one is "
                                  "a wire violation that ends the connection (default: the protocol's limit, "
                                  "1 MiB in v2; 256 MiB where the protocol sets none)")
-        target.add_argument("--open-ack", choices=("on", "off"), default="on",
+        target.add_argument("--open-ack", choices=("on", "off"),
                             help="sandbox-driver-v2 plugins: announce open_ack, so each data channel waits for "
                                  "the suite's acknowledgment before its data (default: on)")
-        target.add_argument("--sandboxes-per-process", choices=SANDBOXES_PER_PROCESS, default="auto",
+        target.add_argument("--sandboxes-per-process", choices=SANDBOXES_PER_PROCESS,
                             help="fabro-sketch plugins: does one plugin process own one sandbox or many "
                                  "(default: auto, detected with a probe)")
 
@@ -186,12 +214,28 @@ def _run_on_provider(config: RunConfig) -> int:
 
 
 def command_report_merge(args: argparse.Namespace) -> int:
-    """The merged run's summary, and its verdict as the exit code (as `run` would have given it)."""
-    from conformance.reporting import shards, terminal
+    """One provider: the merged run's summary, and its verdict as the exit code (as `run` would have given
+    it). Several: each provider's verdict in one line and where the matrix is; exit 0 only if every provider
+    passes."""
+    from pathlib import Path
 
-    document = shards.merge_files(args.results, args.out)
-    print(terminal.render_summary(document), end="")
-    return EXIT_OK if document["verdict"]["passed"] else EXIT_FAILED
+    from conformance.reporting import matrix, shards, terminal
+
+    groups = shards.by_provider(shards.read_documents(args.results))
+    if len(groups) == 1:
+        if args.label:
+            raise UsageError("--label names matrix columns, but every results.json given is one provider's")
+        document = shards.write_run(Path(args.out), shards.merge(groups[0]))
+        print(terminal.render_summary(document), end="")
+        return EXIT_OK if document["verdict"]["passed"] else EXIT_FAILED
+    table = matrix.merge_providers(groups, Path(args.out), args.label)
+    for provider in table["providers"]:
+        must = provider["must"]
+        print(f"{'PASS' if provider['verdict']['passed'] else 'FAIL'} {provider['label']}: MUST {must['passed']} passed, "
+              f"{must['failed']} failed, {must['error']} errors (run in {Path(args.out) / provider['slug']})")
+    print(f"{len(table['scenarios'])} scenarios, {table['disagreements']} where providers disagree: "
+          f"{Path(args.out) / 'matrix.html'} (also matrix.md, matrix.json)")
+    return EXIT_OK if all(provider["verdict"]["passed"] for provider in table["providers"]) else EXIT_FAILED
 
 
 def report(outcome) -> int:
@@ -372,18 +416,36 @@ def command_lint(args: argparse.Namespace) -> int:
 
 def command_sweep(args: argparse.Namespace) -> int:
     """Delete the sandboxes labelled with a past run's id: 0 nothing left, 1 some left (named)."""
-    from conformance import sweep
+    from conformance import config_file, sweep
 
+    args = config_file.apply(args)
     config = ProviderConfig(
         plugin=args.plugin, dialect=args.dialect, env=parse_env_pairs(args.env), pass_env=tuple(args.pass_env),
         create_spec=load_create_spec(args.create_spec), run_id=args.run_id,
         call_timeout_s=call_timeout(args), call_timeout_given=args.call_timeout is not None,
-        rest_url=args.rest, profile=profile_reference(args.profile, args.rest is not None),
+        rest_url=args.rest, profile=profile_reference(args.profile, args.rest is not None), sha256=args.sha256,
     )
     config.validate()
     result = sweep.sweep(config)
     sweep.print_result(result)
     return result.exit_code
+
+
+# -- init, doctor --------------------------------------------------------------------------------
+
+
+def command_init(args: argparse.Namespace) -> int:
+    from conformance import scaffold
+
+    for path in scaffold.write(args):
+        print(f"wrote {path}")
+    return EXIT_OK
+
+
+def command_doctor(args: argparse.Namespace) -> int:
+    from conformance import doctor
+
+    return doctor.run(args)
 
 
 # -- serve ---------------------------------------------------------------------------------------
@@ -441,6 +503,10 @@ def main(argv: list[str] | None = None) -> int:
             return command_serve(args)
         if args.command == "report":
             return command_report_merge(args)
+        if args.command == "init":
+            return command_init(args)
+        if args.command == "doctor":
+            return command_doctor(args)
         return command_sweep(args)
     except ConformanceError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)

@@ -17,6 +17,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from conformance import config_file as config_files
 from conformance.errors import UsageError
 from conformance.providers import (
     DIALECTS,
@@ -25,6 +26,7 @@ from conformance.providers import (
     parse_env_pairs,
     profile_reference,
 )
+from conformance.reporting.writer import REPORT_FORMATS
 from conformance.scenario_tags import TagExpression
 
 if TYPE_CHECKING:
@@ -73,13 +75,15 @@ class Selection:
     def shard_of(self, selected_ids: Iterable[str]) -> set[str]:
         """The ids of ``selected_ids`` this shard runs (all of them without --shard).
 
-        No scenario durations are recorded anywhere, so the partition is round-robin over the sorted ids:
-        it depends on nothing but the ids (stable across runs, machines and xdist workers), every id lands
-        in exactly one shard, and shard sizes differ by at most one."""
+        The partition is balanced by the scenarios' recorded durations (``reporting.durations``): it depends
+        on nothing but the ids and the shipped durations file (stable across runs, machines and xdist
+        workers), and every id lands in exactly one shard."""
         if self.shard is None:
             return set(selected_ids)
+        from conformance.reporting import durations
+
         index, count = self.shard
-        return set(sorted(set(selected_ids))[index - 1::count])
+        return set(durations.balanced_partition(selected_ids, count, durations.recorded())[index - 1])
 
     def check_known(self, catalogue: Sequence[CatalogueEntry]) -> None:
         """``UsageError`` naming the first --scenario or --feature that no scenario of ``catalogue`` answers
@@ -139,6 +143,12 @@ class RunConfig:
     maxfail: int = 0  # stop after this many failed scenarios (pytest's --maxfail; -x is 1); 0 runs them all
     pytest_args: tuple[str, ...] = ()  # what followed `--` on the command line, handed to pytest as given
     invoked_as: tuple[str, ...] = (PROG,)  # how the user started the CLI, for the reproduce command
+    report_formats: tuple[str, ...] = REPORT_FORMATS  # written beside results.json
+    # The configuration file the run read (absolute), the named provider it took from it, and the env names
+    # that came from the file: the reproduce command refers to the file for those instead of repeating them.
+    config_file: str | None = None
+    provider_name: str | None = None
+    file_env_names: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.repeat < 1:
@@ -186,14 +196,14 @@ class RunConfig:
         def option(name: str, value: Any = None) -> None:
             parts.append(name if value is None else f"{name} {shlex.quote(str(value))}")
 
-        if provider.image is not None:  # the container's URL is gone once the run ends; the image is not
-            option("--image", provider.image)
-        elif provider.rest_url is not None:
-            option("--rest", provider.rest_url)
-        if provider.is_rest and provider.profile is not None:
-            option("--profile", provider.profile)
-        if provider.plugin is not None or provider.in_process is not None:
-            option("--plugin", provider.display)
+        # The file the run read is named, so its values apply again; every flag below repeats a value of
+        # this run and overrides the file's with the same. A named provider's command and env stay in the file.
+        if self.config_file is not None:
+            option("--config", self.config_file)
+        if self.provider_name is not None:
+            option("--provider", self.provider_name)
+        else:
+            self._provider_target(option)
         if provider.dialect != "auto":
             option("--dialect", provider.dialect)
         if not provider.open_ack:
@@ -203,6 +213,8 @@ class RunConfig:
         if provider.create_spec is not None:
             option("--create-spec", json.dumps(provider.create_spec, separators=(",", ":")))
         for name in provider.env:
+            if name in self.file_env_names and self.provider_name is not None:
+                continue
             parts.append(f'--env "{name}=${{{name}:?export {name} first}}"')
         for name in provider.pass_env:
             option("--pass-env", name)
@@ -213,13 +225,28 @@ class RunConfig:
         option("--seed", self.seed)
         if self.strict:
             option("--strict")
+        elif self.config_file is not None:  # the file may say strict = true; this run was not
+            option("--no-strict")
         if scenario_id is not None:
             option("--scenario", scenario_id)
         return " ".join(parts)
 
+    def _provider_target(self, option: Any) -> None:
+        """The flags that say which provider to reach."""
+        provider = self.provider
+        if provider.image is not None:  # the container's URL is gone once the run ends; the image is not
+            option("--image", provider.image)
+        elif provider.rest_url is not None:
+            option("--rest", provider.rest_url)
+        if provider.is_rest and provider.profile is not None:
+            option("--profile", provider.profile)
+        if provider.plugin is not None or provider.in_process is not None:
+            option("--plugin", provider.display)
+
     def variables_to_export(self) -> list[str]:
         """The environment variables a pasted reproduce command needs (their values are never shown)."""
-        names = list(self.provider.env)
+        in_file = set(self.file_env_names) if self.provider_name is not None else set()
+        names = [name for name in self.provider.env if name not in in_file]
         if self.provider.is_rest and self.provider.image is None:
             token_env = self.provider.token_env()
             if token_env:
@@ -234,9 +261,16 @@ class RunConfig:
         (one line naming the problem) for anything that cannot work."""
         from conformance.reporting.catalogue import all_scenarios
 
-        selection = Selection(scenarios=tuple(args.scenario), features=tuple(args.feature), tags=args.tags,
-                              keyword=args.keyword, shard=parse_shard(args.shard))
-        selection.check_known(all_scenarios())
+        if not hasattr(args, "config_file"):  # the file is merged under the flags once, here or by the caller
+            args = config_files.apply(args)
+        try:
+            selection = Selection(scenarios=tuple(args.scenario), features=tuple(args.feature), tags=args.tags,
+                                  keyword=args.keyword, shard=parse_shard(args.shard))
+            selection.check_known(all_scenarios())
+        except UsageError as exc:
+            if getattr(args, "selection_from", None):
+                raise UsageError(f"{args.selection_from}: [selection]: {exc}") from None
+            raise
         rest_target = args.rest is not None or args.image is not None
         seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "big")
         provider = ProviderConfig(
@@ -248,6 +282,7 @@ class RunConfig:
             rest_url=args.rest, profile=profile_reference(args.profile, rest_target), image=args.image,
             open_ack=args.open_ack == "on",
             max_message_bytes=valid_byte_count(args.max_message_bytes, "--max-message-bytes"),
+            sha256=args.sha256,
         )
         if args.image is not None and not provider.open_ack:
             raise UsageError("--open-ack applies to sandbox-driver-v2 plugins only, not REST providers")
@@ -272,6 +307,8 @@ class RunConfig:
             repeat=args.repeat, workers=args.workers, verbose=args.verbose,
             maxfail=1 if args.exitfirst else (args.maxfail or 0), pytest_args=tuple(args.pytest_args),
             invoked_as=tuple(invoked_as) if invoked_as else invoked_command(),
+            report_formats=tuple(args.report_formats), config_file=args.config_file,
+            provider_name=args.provider_name, file_env_names=tuple(args.file_env_names),
         )
 
     def with_provider(self, **changes: Any) -> RunConfig:

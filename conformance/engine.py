@@ -111,7 +111,7 @@ def finish(config: RunConfig, facts: RunFacts, catalogue: Iterable[CatalogueEntr
         seed=config.seed, interrupted=interrupted, strict=config.strict, baseline=baseline_report,
         shard=config.selection.shard,
     )
-    writer.write_document(Path(config.report_dir), data)
+    writer.write_document(Path(config.report_dir), data, config.report_formats)
     if config.update_baseline:
         write_baseline(config.update_baseline, results, previous=baseline)
     return Document(data)
@@ -121,5 +121,6 @@ def merge_repetitions(config: RunConfig, documents: list[Document]) -> Document:
     """``--repeat``: one document for every repetition, written at the top of the report directory."""
     from conformance.reporting import repeat
 
-    data = writer.write_document(Path(config.report_dir), repeat.merge([d.data for d in documents]))
+    data = writer.write_document(Path(config.report_dir), repeat.merge([d.data for d in documents]),
+                                 config.report_formats)
     return Document(data)

@@ -24,8 +24,7 @@ from conformance import bundle
 from conformance import requirements as registry
 from conformance.config import closest_hint
 from conformance.errors import UsageError
-from conformance.reporting.catalogue import CatalogueEntry, all_scenarios
-from conformance.scenario_tags import scenario_identity
+from conformance.reporting.catalogue import CatalogueEntry, all_scenarios, gherkin_steps
 
 NOT_INSTALLED = "(mutant catalogue not installed)"
 
@@ -66,29 +65,6 @@ def _mutants_failing(scenario_ids: list[str]) -> list[dict[str, Any]] | None:
 # -- scenarios -----------------------------------------------------------------------------------
 
 
-def _steps(entry: CatalogueEntry, row_id: str | None) -> list[str]:
-    """The scenario's Gherkin steps (its feature's Background first), as written in the feature file; for
-    one outline row, with that row's values filled in."""
-    from pytest_bdd.parser import FeatureParser
-
-    feature = FeatureParser(str(bundle.features_dir()), entry.feature).parse()
-    template = next(t for t in feature.scenarios.values() if t.line_number == entry.line)
-    steps = template.steps
-    if row_id is not None:
-        for examples in template.examples:
-            for row in examples.as_contexts():
-                if scenario_identity(entry.tags, template.name, row) == row_id:
-                    steps = template.render(row).steps
-    lines: list[str] = []
-    for step in steps:
-        lines.append(f"{step.keyword} {step.name}")
-        if step.docstring:
-            lines += ['    """', *(f"    {line}" for line in step.docstring.splitlines()), '    """']
-        if step.datatable:
-            lines += [f"    | {' | '.join(cell.value for cell in row.cells)} |" for row in step.datatable.rows]
-    return lines
-
-
 def _scenario_rows(scenario_id: str) -> list[CatalogueEntry]:
     """The catalogue entries an id names: one scenario or outline row, or every row of an outline."""
     entries = all_scenarios()
@@ -108,7 +84,7 @@ def explain_scenario(scenario_id: str, with_requirements: bool = True) -> dict[s
         "rows": [row.id for row in rows] if scenario_id == first.base_id and first.id != first.base_id else [],
         "outline": first.base_id if scenario_id != first.base_id else None,
         "requirements": list(tags.requirements),
-        "steps": _steps(first, scenario_id if scenario_id != first.base_id else None),
+        "steps": gherkin_steps(first, scenario_id if scenario_id != first.base_id else None),
         "mutants": _mutants_failing([row.id for row in rows]),
     }
     if with_requirements:

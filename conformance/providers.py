@@ -64,6 +64,7 @@ class ProviderConfig:
     # The longest line read from a stdio plugin (--max-message-bytes); None: its protocol's limit (v2's
     # control_message_bytes) or, for a protocol without one, the suite's default (jsonrpc.DEFAULT_MAX_MESSAGE_BYTES).
     max_message_bytes: int | None = None
+    sha256: str | None = None  # the plugin executable's pinned digest (a configuration file's `sha256`)
 
     @property
     def is_rest(self) -> bool:
@@ -140,6 +141,47 @@ class ProviderConfig:
         if self.sandboxes_per_process not in SANDBOXES_PER_PROCESS:
             raise UsageError(f"--sandboxes-per-process must be one of {', '.join(SANDBOXES_PER_PROCESS)}")
         self.argv  # noqa: B018 - parses the command line
+
+
+def plugin_executable(config: ProviderConfig) -> str | None:
+    """The file the plugin command starts, as the process will find it: a path as given, a bare name on
+    PATH; None when there is none."""
+    import shutil
+
+    program = config.argv[0]
+    if "/" in program:
+        return program if os.path.isfile(program) else None
+    return shutil.which(program, mode=os.F_OK)
+
+
+def file_sha256(path: str) -> str:
+    import hashlib
+
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def pin_problem(config: ProviderConfig) -> str | None:
+    """Why the plugin executable does not match its sha256 pin; None when it does or nothing is pinned."""
+    if config.sha256 is None:
+        return None
+    executable = plugin_executable(config)
+    if executable is None:
+        return f"the sha256 pin cannot be checked: plugin executable not found: {config.argv[0]}"
+    try:
+        actual = file_sha256(executable)
+    except OSError as exc:
+        return f"the sha256 pin cannot be checked: {executable}: {exc.strerror}"
+    if actual != config.sha256:
+        return f"plugin executable {executable} does not match its sha256 pin: expected {config.sha256}, got {actual}"
+    return None
+
+
+def verify_pin(config: ProviderConfig) -> None:
+    """Checked before the plugin starts: a binary that changed since it was pinned is exit 2."""
+    problem = pin_problem(config)
+    if problem is not None:
+        raise UsageError(problem)
 
 
 def profile_reference(value: str | None, rest_target: bool) -> str | None:

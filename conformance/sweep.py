@@ -15,7 +15,7 @@ from typing import TextIO
 
 from conformance.connections import ProviderConnections
 from conformance.errors import HarnessError, NotExpressible, ProviderCallError, ProviderViolation, UsageError
-from conformance.providers import ProviderConfig
+from conformance.providers import ProviderConfig, verify_pin
 
 SETTLED_STATES = ("deleted", "deleting")
 
@@ -38,6 +38,7 @@ def sweep(config: ProviderConfig) -> SweepResult:
     """
     if not config.run_id.strip():
         raise UsageError("--run-id is empty")
+    verify_pin(config)
     ((name, value),) = config.run_labels.items()
     result = SweepResult(label=f"{name}={value}")
     connections = ProviderConnections(config)
@@ -66,8 +67,9 @@ def sweep(config: ProviderConfig) -> SweepResult:
         connections.close()
 
 
-def print_result(result: SweepResult, out: TextIO = sys.stdout) -> None:
+def print_result(result: SweepResult, out: TextIO | None = None) -> None:
     """One line per deleted sandbox, one per sandbox left (with why), then the summary."""
+    out = sys.stdout if out is None else out  # looked up when called: a redirected stdout counts
     for sandbox_id in result.deleted:
         print(f"deleted {sandbox_id}", file=out)
     for sandbox_id, why in result.left.items():

@@ -45,7 +45,7 @@ LAYERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         "conformance.plugin", "conformance.runner", "conformance.engine", "conformance.reporting",
         "conformance.config", "conformance.cli", "conformance.reference", "conformance_steps", "pytest")),
     # the run's machinery: never a dialect or a transport
-    "run": (("conformance/config.py", "conformance/runner/**/*.py", "conformance/plugin/**/*.py",
+    "run": (("conformance/config.py", "conformance/config_file.py", "conformance/runner/**/*.py", "conformance/plugin/**/*.py",
              "conformance/pytest_plugin.py", "conformance/interrupts.py", "conformance/scenario_tags.py",
              "conformance/requirements/**/*.py"), (
         "conformance.dialects", "conformance.transports", "conformance.reference")),
@@ -54,7 +54,7 @@ LAYERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         "conformance.dialects", "conformance.transports", "conformance.reference", "conformance.plugin",
         "conformance.runner", "conformance.connections", "conformance.providers", "pytest")),
     "commands": (("conformance/cli.py", "conformance/sweep.py", "conformance/containers.py", "conformance/explain.py",
-                  "conformance/ci_action.py"), (
+                  "conformance/scaffold.py", "conformance/doctor.py", "conformance/ci_action.py"), (
         "conformance.transports", "conformance.reference.mutants")),
     # a reference provider is a provider like any other: none of the suite's internals
     "reference": (("conformance/reference/**/*.py",), (

@@ -468,6 +468,7 @@ def test_a_token_never_appears_in_results_junit_or_the_terminal(tmp_path: Path, 
     for where, text in (("results.json", (run.report_dir / "results.json").read_text()),
                         ("junit.xml", (run.report_dir / "junit.xml").read_text()),
                         ("summary.md", (run.report_dir / "summary.md").read_text()),
+                        ("report.html", (run.report_dir / "report.html").read_text()),
                         ("stdout", run.stdout), ("stderr", run.stderr), ("the server's log", log)):
         assert token not in text, f"the token appears in {where}"
 

@@ -257,13 +257,19 @@ def test_a_provider_that_fails_the_handshake_is_refused_in_one_line(suite, tmp_p
 def test_an_interrupted_run_fails_and_says_so(tmp_path: Path) -> None:
     """Subprocess: SIGINT to a real CLI process."""
     reports = tmp_path / "reports"
-    process = subprocess.Popen([sys.executable, "-m", "conformance.cli", "run", "--report-dir", str(reports),
+    # -v: pytest's line per scenario says when scenarios are running (without it, a CI log gets failures only)
+    process = subprocess.Popen([sys.executable, "-m", "conformance.cli", "run", "-v", "--report-dir", str(reports),
                                 "--feature", "exec.feature", "--feature", "streaming.feature",
                                 "--feature", "streaming-volume.feature", "--feature", "fs.feature"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
     assert process.stdout is not None
-    first = process.stdout.read(1)  # pytest's first progress character: scenarios are running
-    assert first, process.stderr.read().decode() if process.stderr else ""
+    seen = b""
+    # the first scenario's outcome word: it reported, and its teardown is running (as the first progress dot
+    # told before the dots were silenced)
+    while not re.search(rb"::test_\S* (PASSED|FAILED|SKIPPED|ERROR)", seen):
+        byte = process.stdout.read(1)
+        assert byte, process.stderr.read().decode() if process.stderr else ""
+        seen += byte
     process.send_signal(signal.SIGINT)
     stdout, stderr = (stream.decode() for stream in process.communicate(timeout=120))
     assert process.returncode == 1, stdout[-2000:] + stderr[-2000:]
@@ -358,6 +364,7 @@ def test_a_planted_token_never_appears_in_any_report(run_in_process) -> None:
     for where, text in (("results.json", (run.report_dir / "results.json").read_text()),
                         ("junit.xml", (run.report_dir / "junit.xml").read_text()),
                         ("summary.md", (run.report_dir / "summary.md").read_text()),
+                        ("report.html", (run.report_dir / "report.html").read_text()),
                         ("stdout", run.stdout), ("stderr", run.stderr)):
         assert canary not in text, f"the canary token appears in {where}"
     assert '--env "CANARY_TOKEN=${CANARY_TOKEN:?export CANARY_TOKEN first}"' in failure["reproduce"]

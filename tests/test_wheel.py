@@ -29,6 +29,8 @@ def test_the_wheel_carries_features_steps_and_schemas(wheel: Path) -> None:
     assert "conformance/_bundle/features/exec.feature" in names
     assert "conformance/_bundle/schemas/sandbox-driver-v1/common.json" in names
     assert "conformance/requirements/sandbox-driver-v1.yaml" in names
+    assert "conformance/data/durations.json" in names  # what `run --shard` balances by
+    assert "conformance/_bundle/schemas/report/matrix.json" in names
 
 
 def test_the_wheel_ships_no_test_doubles(wheel: Path) -> None:

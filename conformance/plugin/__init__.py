@@ -9,6 +9,7 @@ worker builds its own from the serialized ``RunConfig`` (``conformance/pytest_pl
     selection.py  which tests are scenarios, their identity, the selection
     fixtures.py   the fixtures steps use; gating, transcript, sandbox owner, cleanup per scenario
     outcomes.py   a typed PhaseReport per phase, folded on the controller
+    progress.py   while the run goes: the live line on a terminal, failure lines in a CI log
     finish.py     sweep, the engine's finish, the exit status, the terminal summary
 """
 
@@ -26,7 +27,7 @@ from conformance.config import RunConfig
 from conformance.connections import ProviderConnections
 from conformance.engine import RunFacts
 from conformance.errors import CapabilityNotDeclared, ConformanceError, NotExpressible
-from conformance.plugin import fixtures, outcomes, selection, step_lookup, steps
+from conformance.plugin import fixtures, outcomes, progress, selection, step_lookup, steps
 from conformance.plugin.finish import finish_run, print_summary
 from conformance.plugin.keys import INFO, RUN, STATE, WORKER_CONFIG, RunState, state_of
 from conformance.reporting.baseline import Baseline
@@ -60,6 +61,8 @@ class ConformancePlugin:
         self.state = RunState(self.config, connections, self.is_worker, RunFacts(provider={}), baseline)
         config.stash[STATE] = self.state
         config.pluginmanager.register(fixtures, "conformance.plugin.fixtures")
+        if not self.is_worker:
+            config.pluginmanager.register(progress.RunProgress(self.state, config), progress.PLUGIN_NAME)
         steps.load(config)
         step_lookup.install()
 

@@ -93,6 +93,12 @@ class Baseline:
                            "scenarios": [r.id for r in matched]})
         return report
 
+    def expects(self, scenario_id: str, requirements: Iterable[str]) -> bool:
+        """Whether a failure of this scenario would become ``xfail`` (matched as ``apply`` matches), so the
+        live display does not announce an expected failure as a new one."""
+        keys = {entry.key for entry in self.entries}
+        return bool(keys & {scenario_id, scenario_id.split("[", 1)[0], *requirements})
+
 
 def write_baseline(path: str | Path, results: list[ScenarioResult], previous: Baseline | None = None) -> int:
     """Write every failing scenario of this run as an expected failure; returns how many.

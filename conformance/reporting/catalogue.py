@@ -1,7 +1,7 @@
 """Every scenario the suite defines, read straight from the feature files (no pytest needed).
 
-Used for the coverage table, for reporting scenarios a filter left out as ``disabled``, and by the
-feature lint.
+Used for the coverage table, for reporting scenarios a filter left out as ``disabled``, by the
+feature lint, and for the Gherkin steps ``explain`` and the HTML report show.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass
 from functools import cache
 
-from pytest_bdd.parser import FeatureParser
+from pytest_bdd.parser import Feature, FeatureParser
 
 from conformance import bundle
 from conformance.reporting.model import ScenarioInfo, ScenarioResult
@@ -39,12 +39,18 @@ class CatalogueEntry:
 
 
 @cache
+def _parsed_feature(relative: str) -> Feature:
+    """One feature file, parsed once per process: the catalogue and every scenario's steps read it."""
+    return FeatureParser(str(bundle.features_dir()), relative).parse()
+
+
+@cache
 def all_scenarios() -> tuple[CatalogueEntry, ...]:
     features_dir = bundle.features_dir()
     entries: list[CatalogueEntry] = []
     for path in sorted(features_dir.rglob("*.feature")):
         relative = os.path.relpath(path, features_dir)
-        feature = FeatureParser(str(features_dir), relative).parse()
+        feature = _parsed_feature(relative)
         for template in feature.scenarios.values():
             tags = ScenarioTags.parse(template.tags | feature.tags)
             rows = [context for examples in template.examples for context in examples.as_contexts()]
@@ -55,3 +61,23 @@ def all_scenarios() -> tuple[CatalogueEntry, ...]:
                 for sid in ids
             )
     return tuple(entries)
+
+
+def gherkin_steps(entry: CatalogueEntry, row_id: str | None = None) -> list[str]:
+    """The scenario's Gherkin steps (its feature's Background first), as written in the feature file; for
+    one outline row, with that row's values filled in."""
+    template = next(t for t in _parsed_feature(entry.feature).scenarios.values() if t.line_number == entry.line)
+    steps = template.steps
+    if row_id is not None:
+        for examples in template.examples:
+            for row in examples.as_contexts():
+                if scenario_identity(entry.tags, template.name, row) == row_id:
+                    steps = template.render(row).steps
+    lines: list[str] = []
+    for step in steps:
+        lines.append(f"{step.keyword} {step.name}")
+        if step.docstring:
+            lines += ['    """', *(f"    {line}" for line in step.docstring.splitlines()), '    """']
+        if step.datatable:
+            lines += [f"    | {' | '.join(cell.value for cell in row.cells)} |" for row in step.datatable.rows]
+    return lines

@@ -1,10 +1,12 @@
 """``report merge``: the documents of the shards of one run (``run --shard i/n``) joined into the document
 of the whole run. Unlike ``--repeat`` (``repeat.py``: one selection N times, worst outcome wins), shards
 ran disjoint parts of a selection: each scenario takes the outcome of the one shard that ran it, and the
-verdict is decided again on the union."""
+verdict is decided again on the union. Documents of several providers are grouped by provider first
+(``by_provider``), each provider's shards merged, and the runs set side by side in a matrix (``matrix.py``)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from conformance.errors import UsageError
@@ -12,7 +14,7 @@ from conformance.reporting.model import summarize_outcomes
 from conformance.reporting.writer import finish_document
 
 # What must agree for documents to be parts of one provider's run; the rest (run id, timing) may differ.
-_PROVIDER_FIELDS = ("kind", "version", "dialect", "transport", "command")
+PROVIDER_FIELDS = ("kind", "version", "dialect", "transport", "command")
 
 
 def merge(documents: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
@@ -61,7 +63,7 @@ def merge(documents: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
 def _check_same_provider(documents: list[tuple[str, dict[str, Any]]]) -> None:
     first_source, first = documents[0]
     for source, document in documents[1:]:
-        for key in _PROVIDER_FIELDS:
+        for key in PROVIDER_FIELDS:
             mine, theirs = first["provider"].get(key), document["provider"].get(key)
             if mine != theirs:
                 raise UsageError(f"{source} is another provider than {first_source} (provider {key}: "
@@ -126,14 +128,14 @@ def _merge_baseline(baselines: list[dict[str, Any] | None]) -> dict[str, Any] | 
     return {**present[0], "entries": list(entries.values())}
 
 
-def merge_files(paths: list[str], out_dir: str) -> dict[str, Any]:
-    """Read each results.json (``UsageError`` for one that is unreadable or not a results document), merge
-    them and write the whole run's reports (results.json, junit.xml, summary.md, badges) to ``out_dir``."""
+def read_documents(paths: list[str]) -> list[tuple[str, dict[str, Any]]]:
+    """``(path, document)`` for each results.json; ``UsageError`` for one that is unreadable or not a results
+    document (checked against its schema, so the merge never reads a field that is not there)."""
     import json
     from pathlib import Path
 
     from conformance import schemas
-    from conformance.reporting.writer import RESULTS_SCHEMA, write_document
+    from conformance.reporting.writer import RESULTS_SCHEMA
 
     documents = []
     for path in paths:
@@ -147,8 +149,33 @@ def merge_files(paths: list[str], out_dir: str) -> dict[str, Any]:
         if problems:
             raise UsageError(f"{path} is not a results.json {problems[0]}")
         documents.append((path, document))
-    merged = merge(documents)
+    return documents
+
+
+def provider_identity(document: dict[str, Any]) -> tuple[str, ...]:
+    """What makes two documents the same provider's: every field of ``PROVIDER_FIELDS`` as recorded.
+    Providers differing in any of them are never merged into one run."""
+    return tuple(str(document["provider"].get(key)) for key in PROVIDER_FIELDS)
+
+
+def by_provider(documents: list[tuple[str, dict[str, Any]]]) -> list[list[tuple[str, dict[str, Any]]]]:
+    """The documents grouped by provider, the groups and the documents within each in the order given."""
+    groups: dict[tuple[str, ...], list[tuple[str, dict[str, Any]]]] = {}
+    for source, document in documents:
+        groups.setdefault(provider_identity(document), []).append((source, document))
+    return list(groups.values())
+
+
+def write_run(out_dir: Path, document: dict[str, Any]) -> dict[str, Any]:
+    """A merged run's reports (results.json, junit.xml, summary.md, badges) in ``out_dir``."""
+    from conformance.reporting.writer import write_document
+
     try:
-        return write_document(Path(out_dir), merged)
+        return write_document(out_dir, document)
     except OSError as exc:
         raise UsageError(f"--out {out_dir} is not writable: {exc.strerror}") from None
+
+
+def merge_files(paths: list[str], out_dir: str) -> dict[str, Any]:
+    """The documents of one provider's shards merged, and the whole run's reports written to ``out_dir``."""
+    return write_run(Path(out_dir), merge(read_documents(paths)))

@@ -30,6 +30,24 @@ def is_terminal(stream: IO[str] | None = None) -> bool:
     return Console(file=stream if stream is not None else sys.stdout).is_terminal
 
 
+def wants_live_display(stream: IO[str] | None = None, verbose: bool = False) -> bool:
+    """Whether a run shows the live progress line: on a terminal (``is_terminal``) that can move its cursor
+    (not TERM=dumb or unknown), and not with -v, whose one line per scenario would fight it."""
+    if verbose or not is_terminal(stream):
+        return False
+    return not Console(file=stream if stream is not None else sys.stdout).is_dumb_terminal
+
+
+def failure_label(outcome: str, level: str | None, expected: bool = False) -> str:
+    """How a failing scenario is announced: a violated gap proposal is a finding, never a verdict reason;
+    a failure the baseline expects is an xfail."""
+    if outcome == "failed" and level == "gap":
+        return "GAP FINDING"
+    if outcome == "failed" and expected:
+        return "XFAIL"
+    return outcome.upper()
+
+
 def render_summary(document: dict[str, Any], width: int = 110, color: bool = False, plain: bool = False) -> str:
     """The summary as text; ``plain`` gives the counts as one self-describing line per level instead of a
     table, whose headers a narrow or unknown width (COLUMNS unset in CI) truncates to ``disab…``."""
@@ -51,9 +69,7 @@ def render_summary(document: dict[str, Any], width: int = 110, color: bool = Fal
             continue
         if scenario["outcome"] not in ("failed", "error"):
             continue
-        label = scenario["outcome"].upper()
-        if scenario["outcome"] == "failed" and scenario.get("level") == "gap":
-            label = "GAP FINDING"  # a proposal violated: the gap section's finding, never a verdict reason
+        label = failure_label(scenario["outcome"], scenario.get("level"))
         console.print(Text(f"{label} {scenario['id']}", style=_STYLE[scenario["outcome"]]),
                       Text(f"  {scenario['feature']}: {scenario['name']}"))
         texts = scenario.get("requirement_texts") or {}

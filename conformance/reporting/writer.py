@@ -1,5 +1,5 @@
-"""Writes ``results.json`` (validated against its schema) and, from it, ``junit.xml``, ``summary.md`` and
-the badges (``badge.svg``, ``badge.json``)."""
+"""Writes ``results.json`` (validated against its schema) and, from it, ``junit.xml``, ``summary.md``,
+``report.html`` and the badges (``badge.svg``, ``badge.json``)."""
 
 from __future__ import annotations
 
@@ -14,11 +14,16 @@ from conformance import __version__, schemas
 from conformance.errors import HarnessError
 from conformance.reporting.badge import write_badges
 from conformance.reporting.gaps import gap_section
+from conformance.reporting.html import write_html
 from conformance.reporting.markdown import write_markdown
 from conformance.reporting.model import ScenarioResult, summarize
 from conformance.reporting.verdict import decide, level_counts
 
 RESULTS_SCHEMA = schemas.SCHEMA_BASE + "report/results.json"
+
+# The reports that can be written beside results.json (always written: every other report is built from it).
+# The one list of them: `report-formats` in a configuration file is checked against it.
+REPORT_FORMATS = ("junit", "markdown", "html", "badge")
 
 
 def build_document(
@@ -80,15 +85,21 @@ def finish_document(document: dict[str, Any]) -> dict[str, Any]:
     return document
 
 
-def write_document(report_dir: Path, document: dict[str, Any]) -> dict[str, Any]:
+def write_document(report_dir: Path, document: dict[str, Any],
+                   formats: tuple[str, ...] = REPORT_FORMATS) -> dict[str, Any]:
     problems = schemas.problems(RESULTS_SCHEMA, _checked_part(document))
     if problems:
         raise HarnessError(f"results.json would violate its own schema {problems[0]}")
     report_dir.mkdir(parents=True, exist_ok=True)
     (report_dir / "results.json").write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-    write_junit(report_dir / "junit.xml", document)
-    write_markdown(report_dir, document)
-    write_badges(report_dir, document)
+    if "junit" in formats:
+        write_junit(report_dir / "junit.xml", document)
+    if "markdown" in formats:
+        write_markdown(report_dir, document)
+    if "badge" in formats:
+        write_badges(report_dir, document)
+    if "html" in formats:
+        write_html(report_dir, document)
     return document
 
 

@@ -52,9 +52,10 @@ def pytest_arguments(config: RunConfig) -> list[str]:
 def preflight(config: RunConfig) -> ProviderAdapter:
     """Start the provider and complete the handshake, so a broken setup fails fast and clearly (exit 2);
     the connection then serves the run."""
-    from conformance.providers import open_provider, register_secrets
+    from conformance.providers import open_provider, register_secrets, verify_pin
 
     register_secrets(config.provider)
+    verify_pin(config.provider)
     adapter = open_provider(config.provider, channel="provider")
     try:
         if config.provider.create_spec is not None:

@@ -1,0 +1,237 @@
+"""``init`` (configuration file, workflow, empty baseline) and ``doctor`` (one verdict line per check).
+
+In-process CLI calls; the plugins doctor starts are real processes (the reference plugin, small shell
+scripts), since starting one is what doctor checks."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import io
+import secrets
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conformance import cli, config_file, doctor
+from conformance.reporting.baseline import Baseline
+from conformance.scaffold import BASELINE, WORKFLOW
+from tests import inprocess
+from tests.helpers import plugin_command
+
+ONE_LINE = "sandbox-conformance: error: "
+PYTHON_SHA256 = hashlib.sha256(Path(sys.executable).resolve().read_bytes()).hexdigest()
+
+
+def _main(capsys, *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def _one_line(code: int, err: str) -> str:
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1 and lines[0].startswith(ONE_LINE), (code, err)
+    return lines[0]
+
+
+def _script(path: Path, body: str, mode: int = 0o755) -> Path:
+    path.write_text(f"#!/bin/sh\n{body}\n", encoding="utf-8")
+    path.chmod(mode)
+    return path
+
+
+def _lines(out: str) -> dict[str, str]:
+    """doctor's lines by their verdict mark: '[ok]', '[FAIL]' or '[--]' (stdout is no terminal here)."""
+    return {line.split(" ", 1)[1].strip(): line.split(" ", 1)[0] for line in out.splitlines()}
+
+
+def _verdict(out: str, fragment: str) -> str:
+    found = [mark for text, mark in _lines(out).items() if fragment in text]
+    assert len(found) == 1, f"{fragment!r} in one line of:\n{out}"
+    return found[0]
+
+
+# -- init --------------------------------------------------------------------------------------------
+
+
+def test_init_writes_a_pinned_config_a_workflow_and_an_empty_baseline(tmp_path, capsys) -> None:
+    code, out, err = _main(capsys, "init", "--plugin", plugin_command(), "--name", "ref", "--dir", str(tmp_path))
+    assert code == 0, err
+    written = [tmp_path / "sandbox-conformance.toml", tmp_path / WORKFLOW, tmp_path / BASELINE]
+    assert out.splitlines() == [f"wrote {path}" for path in written]
+    table = tomllib.loads(written[0].read_text())
+    assert table["provider"] == "ref" and table["providers"]["ref"]["plugin"] == plugin_command()
+    assert table["providers"]["ref"]["sha256"] == PYTHON_SHA256  # the executable: the command's first word
+    config_file.load(written[0])  # what init writes passes the loader's own checks
+    workflow = yaml.safe_load(written[1].read_text())
+    steps = [step.get("run", "") for step in workflow["jobs"]["conformance"]["steps"]]
+    assert "sandbox-conformance run --config sandbox-conformance.toml" in steps
+    assert "action.yml" in written[1].read_text()  # the composite action is pointed at
+    assert Baseline.load(written[2]).entries == []
+
+
+def test_init_for_rest_and_image_providers_names_a_profile(tmp_path, capsys) -> None:
+    assert _main(capsys, "init", "--rest", "http://127.0.0.1:8889", "--dir", str(tmp_path))[0] == 0
+    table = tomllib.loads((tmp_path / "sandbox-conformance.toml").read_text())
+    assert table["providers"]["127-0-0-1"] == {"rest": "http://127.0.0.1:8889", "profile": "forkd", "call-timeout": 30}
+    other = tmp_path / "other"
+    other.mkdir()
+    assert _main(capsys, "init", "--image", "registry.test/team/forkd:1.2", "--dir", str(other))[0] == 0
+    assert "forkd" in config_file.load(other / "sandbox-conformance.toml").providers
+    dotted = tmp_path / "dotted"
+    dotted.mkdir()
+    assert _main(capsys, "init", "--rest", "http://x", "--name", "my.provider", "--dir", str(dotted))[0] == 0
+    assert list(config_file.load(dotted / "sandbox-conformance.toml").providers) == ["my.provider"]
+
+
+def test_init_refuses_to_overwrite_without_force(tmp_path, capsys) -> None:
+    (tmp_path / BASELINE).write_text("expected_failures: [{id: exec-env, reason: mine}]\n")
+    line = _one_line(*_main(capsys, "init", "--plugin", plugin_command(), "--dir", str(tmp_path))[::2])
+    assert f"{tmp_path / BASELINE} exists (give --force to overwrite it)" in line
+    assert not (tmp_path / "sandbox-conformance.toml").exists(), "nothing is written when one file is refused"
+    assert _main(capsys, "init", "--plugin", plugin_command(), "--dir", str(tmp_path), "--force")[0] == 0
+    assert Baseline.load(tmp_path / BASELINE).entries == []
+
+
+@pytest.mark.parametrize(("argv", "fragment"), [
+    (["--plugin", "/nonexistent/plugin"], "plugin executable not found: /nonexistent/plugin"),
+    (["--plugin", "'unbalanced"], "--plugin is not a valid command line"),
+    (["--rest", "http://x", "--name", "no spaces"], "--name 'no spaces' must be letters"),
+    (["--rest", "http://x", "--dir", "/nonexistent/dir"], "--dir /nonexistent/dir: no such directory"),
+    ([], "one of the arguments --plugin --rest --image is required"),
+])
+def test_init_bad_input_is_one_line(argv, fragment, capsys) -> None:
+    assert fragment in _one_line(*_main(capsys, "init", *argv)[::2])
+
+
+# -- doctor ------------------------------------------------------------------------------------------
+
+
+def test_doctor_passes_the_reference_plugin_from_an_init_config(tmp_path, monkeypatch, capsys) -> None:
+    assert _main(capsys, "init", "--plugin", plugin_command(), "--name", "ref", "--dir", str(tmp_path))[0] == 0
+    monkeypatch.chdir(tmp_path)
+    code, out, err = _main(capsys, "doctor")
+    assert code == 0, out + err
+    assert set(_lines(out).values()) <= {"[ok]", "[--]"}, out
+    assert _verdict(out, f"configuration file {tmp_path / 'sandbox-conformance.toml'}, provider ref") == "[ok]"
+    assert _verdict(out, f"plugin executable found: {sys.executable}") == "[ok]"
+    assert _verdict(out, "execute bit set") == "[ok]"
+    assert _verdict(out, f"sha256 pin matches {PYTHON_SHA256}") == "[ok]"
+    assert _verdict(out, "handshake completed: sandbox-driver-v1") == "[ok]"
+    assert _verdict(out, "Docker engine: not needed") == "[--]"
+    assert _verdict(out, f"report directory {tmp_path / 'reports'} writable") == "[ok]"
+
+
+def test_doctor_without_a_pin_says_so_and_shows_the_digest(tmp_path, capsys) -> None:
+    code, out, _ = _main(capsys, "doctor", "--no-config", "--plugin", plugin_command(),
+                         "--report-dir", str(tmp_path))
+    assert code == 0 and _verdict(out, f"sha256 pin: none (the executable's is {PYTHON_SHA256})") == "[--]"
+
+
+def _doctor_with(tmp_path: Path, monkeypatch, capsys, provider: str) -> tuple[int, str]:
+    (tmp_path / "sandbox-conformance.toml").write_text(f"[providers.p]\n{provider}\n")
+    monkeypatch.chdir(tmp_path)
+    code, out, err = _main(capsys, "doctor")
+    assert err == "", err
+    return code, out
+
+
+def test_doctor_fails_a_file_without_the_execute_bit(tmp_path, monkeypatch, capsys) -> None:
+    plugin = _script(tmp_path / "plugin.sh", f"exec {plugin_command()}", mode=0o644)
+    code, out = _doctor_with(tmp_path, monkeypatch, capsys, f'plugin = "{plugin}"')
+    assert code == 1
+    assert _verdict(out, f"plugin executable found: {plugin}") == "[ok]"
+    assert _verdict(out, f"execute bit not set on {plugin}") == "[FAIL]"
+    assert _verdict(out, "handshake: not tried (a check above failed)") == "[--]"
+
+
+def test_doctor_fails_a_wrong_pin_naming_both_digests(tmp_path, monkeypatch, capsys) -> None:
+    plugin = _script(tmp_path / "plugin.sh", f"exec {plugin_command()}")
+    actual = hashlib.sha256(plugin.read_bytes()).hexdigest()
+    code, out = _doctor_with(tmp_path, monkeypatch, capsys, f'plugin = "{plugin}"\nsha256 = "{"1" * 64}"')
+    assert code == 1
+    assert _verdict(out, f"does not match its sha256 pin: expected {'1' * 64}, got {actual}") == "[FAIL]"
+    assert _verdict(out, "handshake: not tried") == "[--]"
+
+
+def test_doctor_fails_a_plugin_that_exits_at_once_without_showing_its_secrets(tmp_path, monkeypatch,
+                                                                               capsys) -> None:
+    canary = f"canary-{secrets.token_hex(12)}"
+    plugin = _script(tmp_path / "plugin.sh", 'echo "starting with $CANARY_TOKEN" >&2\nexit 3')
+    code, out = _doctor_with(tmp_path, monkeypatch, capsys, f'plugin = "{plugin}"\nenv = {{ CANARY_TOKEN = "{canary}" }}')
+    assert code == 1
+    assert _verdict(out, "handshake failed:") == "[FAIL]"
+    assert "did not complete the handshake" in out and "starting with [REDACTED]" in out, out
+    assert canary not in out
+
+
+def test_doctor_fails_a_missing_plugin_and_an_unwritable_report_dir(tmp_path, capsys) -> None:
+    code, out, _ = _main(capsys, "doctor", "--no-config", "--plugin", "/nonexistent/plugin",
+                         "--report-dir", "/proc/forbidden")
+    assert code == 1
+    assert _verdict(out, "plugin executable not found: /nonexistent/plugin") == "[FAIL]"
+    assert _verdict(out, "report directory /proc/forbidden is not writable") == "[FAIL]"
+
+
+def test_doctor_checks_a_rest_provider_health(tmp_path, monkeypatch, capsys) -> None:
+    token = f"token-{secrets.token_hex(8)}"
+    monkeypatch.setenv("FORKD_TOKEN", token)
+    with inprocess.rest_server(token, log=[]) as url:
+        code, out, _ = _main(capsys, "doctor", "--no-config", "--rest", url, "--report-dir", str(tmp_path))
+    assert code == 0, out
+    assert _verdict(out, f"REST provider {url} answers its health check") == "[ok]"
+    assert _verdict(out, "not used by a REST provider") == "[--]"
+    code, out, _ = _main(capsys, "doctor", "--no-config", "--rest", "http://127.0.0.1:9", "--call-timeout", "2",
+                         "--report-dir", str(tmp_path))
+    assert code == 1 and _verdict(out, "REST provider http://127.0.0.1:9 unreachable") == "[FAIL]"
+    assert token not in out
+
+
+def test_doctor_needs_a_docker_engine_for_an_image_only(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")
+    code, out, _ = _main(capsys, "doctor", "--no-config", "--image", "any/image:1", "--report-dir", str(tmp_path))
+    assert code == 1 and _verdict(out, "Docker engine unreachable") == "[FAIL]"
+    assert _verdict(out, "health check: not tried") == "[--]"
+
+
+@pytest.mark.docker
+def test_doctor_reaches_the_docker_engine(docker_engine, tmp_path, capsys) -> None:
+    code, out, _ = _main(capsys, "doctor", "--no-config", "--image", "any/image:1", "--report-dir", str(tmp_path))
+    assert code == 0 and _verdict(out, f"Docker engine reachable (version {docker_engine})") == "[ok]"
+
+
+def test_doctor_bad_input_is_exit_2(capsys) -> None:
+    line = _one_line(*_main(capsys, "doctor", "--no-config", "--call-timeout", "0")[::2])
+    assert "--call-timeout must be a positive number of seconds" in line
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+@pytest.mark.parametrize(("no_color", "marks"), [(None, ("✓", "✗", "–")), ("1", ("[ok]", "[FAIL]", "[--]"))])
+def test_doctor_marks_are_symbols_on_a_terminal_and_ascii_with_no_color(no_color, marks, tmp_path,
+                                                                         monkeypatch) -> None:
+    if no_color is None:
+        monkeypatch.delenv("NO_COLOR", raising=False)
+    else:
+        monkeypatch.setenv("NO_COLOR", no_color)
+    args = cli.build_parser().parse_args(["doctor", "--no-config", "--plugin", "/nonexistent/plugin",
+                                          "--report-dir", str(tmp_path)])
+    terminal = _Terminal()
+    assert doctor.run(args, out=terminal) == 1
+    starts = {line.split(" ", 1)[0] for line in terminal.getvalue().splitlines()}
+    assert starts == set(marks), terminal.getvalue()
+
+
+def test_every_doctor_check_reaches_argparse_defaults() -> None:
+    """doctor reads the same provider options as run (its Namespace has every attribute it needs)."""
+    args = cli.build_parser().parse_args(["doctor", "--no-config"])
+    assert isinstance(args, argparse.Namespace) and args.open_ack is None and args.report_dir is None
+    config_file.apply(args)
+    assert (args.open_ack, args.report_dir, args.dialect) == ("on", "reports", "auto")
