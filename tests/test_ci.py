@@ -240,15 +240,6 @@ def test_the_examples_merge_script_joins_each_providers_shards(shards: Path, tmp
         "delete-unknown": "passed", "delete-twice": "passed"}
 
 
-def test_a_failing_provider_fails_the_step_with_verdict_fail(tmp_path: Path) -> None:
-    process, outputs, summary = _run_action(tmp_path, PLUGIN=mutant_command("delete-unknown-errors"),
-                                            ARGS="--scenario delete-unknown")
-    assert process.returncode == 1, process.stderr
-    assert outputs["verdict"] == "fail" and outputs["exit-code"] == "1"
-    assert "delete-unknown" in summary
-    assert (tmp_path / ci_action.DEFAULT_REPORT_DIR / "results.json").is_file()
-
-
 @pytest.mark.parametrize("hostile", [
     # args: split into literal words; the unknown scenario stops the run before any provider starts
     lambda canary: {"PLUGIN": plugin_command(), "ARGS": f'--scenario "nope; touch {canary}-semicolon" '
@@ -272,3 +263,19 @@ def test_a_bad_args_input_is_one_line_and_exit_2(tmp_path: Path) -> None:
     assert process.stderr.strip().splitlines() == [
         "sandbox-conformance action: args: No closing quotation in the extra arguments"]
     assert outputs["verdict"] == "none" and outputs["exit-code"] == "2"
+
+
+def test_the_config_and_provider_inputs_pick_a_provider_and_a_failing_one_fails_the_step(tmp_path: Path) -> None:
+    config = tmp_path / "ci.toml"
+    config.write_text(f'[providers.reference]\nplugin = {json.dumps(plugin_command())}\n'
+                      f'[providers.broken]\nplugin = {json.dumps(mutant_command("delete-unknown-errors"))}\n')
+    runs = {}
+    for provider in ("reference", "broken"):
+        (tmp_path / provider).mkdir()
+        runs[provider] = _run_action(tmp_path / provider, CONFIG=str(config), PROVIDER=provider,
+                                     ARGS="--scenario delete-unknown")
+    assert {name: (process.returncode, outputs["verdict"]) for name, (process, outputs, _) in runs.items()} == {
+        "reference": (0, "pass"), "broken": (1, "fail")}, runs["broken"][0].stderr
+    _, outputs, summary = runs["broken"]
+    assert outputs["exit-code"] == "1" and "delete-unknown" in summary
+    assert (tmp_path / "broken" / ci_action.DEFAULT_REPORT_DIR / "results.json").is_file()
