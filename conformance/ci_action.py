@@ -74,11 +74,14 @@ def run_arguments(environ: Mapping[str, str]) -> list[str]:
         if value:
             argv.append(f"{option}={value}")
     argv.append(f"--report-dir={report_dir(environ)}")
-    extra = _input(environ, ARGS_INPUT)
     try:
-        argv.extend(shlex.split(extra))
+        extra = shlex.split(_input(environ, ARGS_INPUT))
     except ValueError as error:  # an unbalanced quote
         raise InputError(f"args: {error} in the extra arguments") from None
+    # The upload step and the report-dir output follow the input; a second --report-dir would win silently.
+    if any(arg == "--report-dir" or arg.startswith("--report-dir=") for arg in extra):
+        raise InputError("args: --report-dir belongs in the report-dir input (the upload step reads it)")
+    argv.extend(extra)
     return argv
 
 

@@ -168,6 +168,11 @@ def test_an_unbalanced_quote_in_args_is_named() -> None:
         ci_action.run_arguments({"INPUT_ARGS": '--scenario "exec-env'})
 
 
+def test_a_report_dir_in_args_is_refused_for_the_input() -> None:
+    with pytest.raises(ci_action.InputError, match="report-dir input"):
+        ci_action.run_arguments({"INPUT_ARGS": "--strict --report-dir=elsewhere"})
+
+
 # --- the run step, as GitHub runs it ------------------------------------------------------------------
 
 def _run_action(tmp_path: Path, **inputs: str) -> tuple[subprocess.CompletedProcess[str], dict[str, str], str]:
