@@ -207,6 +207,10 @@ def shards(tmp_path_factory: pytest.TempPathFactory) -> Path:
                                                 REPORT_DIR=f"reports/report-reference-v1-shard-{index}")
         (work / f"shard-{index}.json").write_text(json.dumps({"code": process.returncode, "stderr": process.stderr,
                                                               "outputs": outputs, "summary": summary}))
+    # A second provider (the v2 reference, one shard), so the merge scripts' matrix branch runs too.
+    process, _, _ = _run_action(work, PLUGIN=plugin_command("--dialect", "sandbox-driver-v2"), ARGS=TWO_SCENARIOS,
+                                REPORT_DIR="reports/report-reference-v2-shard-1")
+    assert process.returncode == 0, process.stderr
     return work
 
 
@@ -240,9 +244,12 @@ def test_the_examples_merge_script_joins_each_providers_shards(shards: Path, tmp
     merged = subprocess.run(["bash", "-eo", "pipefail", "-c", script], check=False, cwd=tmp_path, env=env, capture_output=True,
                             text=True, timeout=ACTION_TIMEOUT_S)
     assert merged.returncode == 0, merged.stderr
-    results = json.loads((tmp_path / "merged" / "reference-v1" / "results.json").read_text())
-    assert {s["id"]: s["outcome"] for s in results["scenarios"] if s["outcome"] != "disabled"} == {
-        "delete-unknown": "passed", "delete-twice": "passed"}
+    for provider in ("reference-v1", "reference-v2"):
+        results = json.loads((tmp_path / "merged" / provider / "results.json").read_text())
+        assert {s["id"]: s["outcome"] for s in results["scenarios"] if s["outcome"] != "disabled"} == {
+            "delete-unknown": "passed", "delete-twice": "passed"}, provider
+    table = json.loads((tmp_path / "merged" / "matrix" / "matrix.json").read_text())
+    assert [p["label"] for p in table["providers"]] == ["reference-v1", "reference-v2"]
 
 
 @pytest.mark.parametrize("hostile", [
