@@ -200,6 +200,8 @@ class RunConfig:
         # this run and overrides the file's with the same. A named provider's command and env stay in the file.
         if self.config_file is not None:
             option("--config", self.config_file)
+        else:  # this run read no file; pasted where one would be found, the command must not read it either
+            option("--no-config")
         if self.provider_name is not None:
             option("--provider", self.provider_name)
         else:

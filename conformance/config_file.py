@@ -32,8 +32,12 @@ PROVIDER_KINDS = ("plugin", "rest", "image")
 # flag that was given can be told apart from one that was not).
 DEFAULTS = {"dialect": "auto", "open_ack": "on", "sandboxes_per_process": "auto", "report_dir": "reports",
             "strict": False}
-# The selection flags of `run`; any of them given replaces the file's [selection] as a whole.
-SELECTION_FLAGS = ("scenario", "feature", "tags", "keyword", "shard")
+# The selection flags of `run`; any of them given replaces the file's [selection] as a whole. --shard is
+# not one: it partitions whatever is selected, the file's selection included.
+SELECTION_FLAGS = ("scenario", "feature", "tags", "keyword")
+# What a name under a table of names must look like, as the schema says, for the message that names it.
+NAME_RULES = {"providers": ("provider name", "letters, digits, _ . - (starting with a letter or digit)"),
+              "env": ("env name", "letters, digits and _ (not starting with a digit)")}
 
 
 @dataclass(frozen=True)
@@ -148,8 +152,11 @@ def _check_schema(config: ConfigFile, prefix: str) -> None:
         hint = f" (did you mean '{close[0]}'?)" if close else f" (known: {', '.join(known)})"
         name = f"{key}.{unknown}" if key else prefix + unknown
         raise config.problem(name, f"is not a setting{hint}")
-    if kind == "propertyNames":
-        raise config.problem(f"{key}.{error.instance}", "is not a usable provider name (letters, digits, _ . -)")
+    if "propertyNames" in error.relative_schema_path:
+        # jsonschema reports the name's own failure (its pattern) at the table's path; the name is shown, a
+        # value never is (under env, values are secrets)
+        what, rule = NAME_RULES[str(error.absolute_path[-1]) if error.absolute_path else ""]
+        raise UsageError(f"{config.path}: key '{key}': {what} {error.instance!r} must be {rule}")
     if kind == "type":
         wanted = [expected] if isinstance(expected, str) else expected
         raise config.problem(key, f"must be {' or '.join(_TYPE_NAMES.get(t, t) for t in wanted)}, "
@@ -199,6 +206,9 @@ def _check_meaning(config: ConfigFile) -> None:
                 raise config.problem(f"{key}.plugin", f"is not a valid command line: {exc}") from None
             if not argv:
                 raise config.problem(f"{key}.plugin", "must not be empty")
+        if "open-ack" in provider and kinds != ["plugin"]:
+            raise config.problem(f"{key}.open-ack", "applies to sandbox-driver-v2 plugins only, not REST providers")
+        _check_values(config, key, provider)
         spec = provider.get("create-spec")
         if isinstance(spec, str):
             if not spec.startswith("@"):
@@ -209,6 +219,41 @@ def _check_meaning(config: ConfigFile) -> None:
     baseline = config.table.get("expected-failures")
     if baseline is not None and not Path(config.relative(baseline)).is_file():
         raise config.problem("expected-failures", f"names a file that does not exist: {config.relative(baseline)}")
+
+
+def _check_values(config: ConfigFile, key: str, provider: dict[str, Any]) -> None:
+    """The values a flag's own check would refuse later, refused here naming the file's key instead."""
+    import math
+
+    from conformance.config import valid_byte_count
+
+    timeout = provider.get("call-timeout")
+    if timeout is not None and not math.isfinite(timeout):  # the schema's exclusiveMinimum lets nan and inf by
+        raise config.problem(f"{key}.call-timeout", f"must be a finite number of seconds, got {timeout}")
+    if "max-message-bytes" in provider:
+        try:
+            valid_byte_count(str(provider["max-message-bytes"]), "")
+        except UsageError:
+            raise config.problem(f"{key}.max-message-bytes", "must be a positive whole number of bytes (e.g. "
+                                 f"1048576 or \"1MiB\"), got {_shown(provider['max-message-bytes'], key)}") from None
+    spec = provider.get("create-spec")
+    if isinstance(spec, dict):
+        where = _first_non_json(spec)
+        if where is not None:
+            raise config.problem(".".join([f"{key}.create-spec", *where]),
+                                 "is a TOML date or time, which a creation spec (JSON) cannot hold: quote it")
+
+
+def _first_non_json(value: Any) -> list[str] | None:
+    """The key path of the first value in ``value`` that JSON cannot represent (TOML's dates and times)."""
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else None
+    if items is None:
+        return None if isinstance(value, (str, int, float, bool)) else []
+    for name, item in items:
+        where = _first_non_json(item)
+        if where is not None:
+            return [str(name), *where]
+    return None
 
 
 def _closest(name: str, config: ConfigFile) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import sys
 from collections.abc import Mapping, Sequence
@@ -200,12 +201,21 @@ def register_secrets(config: ProviderConfig) -> None:
         REDACTOR.add(value)
 
 
+# An environment variable name as the configuration file's schema allows one (env's propertyNames).
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
 def parse_env_pairs(pairs: Sequence[str]) -> dict[str, str]:
     env: dict[str, str] = {}
     for pair in pairs:
         name, sep, value = pair.partition("=")
-        if not sep or not name:
-            raise UsageError(f"--env expects NAME=VALUE, got {pair!r}")
+        # the value is never echoed: it is a secret, and so may be the whole of a pair without '='
+        if not sep:
+            raise UsageError("--env expects NAME=VALUE, got a value without '=' (not shown: it may be a secret)")
+        if not name:
+            raise UsageError("--env expects NAME=VALUE, got '=VALUE' without a name (the value is not shown)")
+        if not ENV_NAME.fullmatch(name):
+            raise UsageError(f"--env name {name!r} must be letters, digits and _ (not starting with a digit)")
         env[name] = value
     return env
 

@@ -11,6 +11,7 @@ import hashlib
 import json
 import os
 import secrets
+import shlex
 import subprocess
 import sys
 import textwrap
@@ -96,6 +97,22 @@ BAD_FILES = [
     ('[selection]\ntags = "must and ("\n', "[selection]: --tags"),
     ("strict = \n", "is not valid TOML"),
     ("strict = 1979-05-27\n", "key 'strict' must be true or false, got \"1979-05-27\""),
+    # a TOML date has no JSON form: it is named, not a TypeError traceback
+    ('[providers.mine]\nplugin = "p"\ncreate-spec = { a = { b = 1979-05-27 } }\n',
+     "key 'providers.mine.create-spec.a.b' is a TOML date or time"),
+    # a value that only a flag's check used to catch is named by its key in the file, not by the flag
+    ('[providers.mine]\nplugin = "p"\nmax-message-bytes = -5\n',
+     "key 'providers.mine.max-message-bytes' must be a positive whole number of bytes"),
+    ('[providers.mine]\nplugin = "p"\nmax-message-bytes = "1 PiB"\n',
+     "key 'providers.mine.max-message-bytes' must be a positive whole number of bytes"),
+    ('[providers.mine]\nrest = "http://x"\nopen-ack = false\n',
+     "key 'providers.mine.open-ack' applies to sandbox-driver-v2 plugins only"),
+    ('[providers.mine]\nplugin = "p"\ncall-timeout = nan\n', "key 'providers.mine.call-timeout' must be a finite"),
+    ('[providers.mine]\nplugin = "p"\ncall-timeout = inf\n', "key 'providers.mine.call-timeout' must be a finite"),
+    # a name the schema's propertyNames refuses is named as a name, once
+    ('[providers."a b"]\nplugin = "p"\n', "key 'providers': provider name 'a b' must be letters, digits, _ . -"),
+    ('[providers.mine]\nplugin = "p"\nenv = { "A=B" = "v" }\n',
+     "key 'providers.mine.env': env name 'A=B' must be letters, digits and _"),
 ]
 
 
@@ -121,6 +138,42 @@ def test_a_mistyped_env_is_reported_without_its_value(tmp_path, monkeypatch, cap
     monkeypatch.chdir(tmp_path)
     line = _one_line(*_main(capsys, "run")[::2])
     assert "key 'providers.mine.env' must be a table, got a string" in line and secret not in line
+
+
+@pytest.mark.parametrize("env_table", ['{ "" = "%s" }', '{ "A=B" = "%s" }', '{ "1X" = "%s" }'])
+def test_a_bad_env_name_is_refused_without_its_value(env_table, tmp_path, monkeypatch, capsys) -> None:
+    secret = f"secret-{secrets.token_hex(8)}"
+    _write(tmp_path / "sandbox-conformance.toml", f'[providers.mine]\nplugin = "p"\nenv = {env_table % secret}\n')
+    monkeypatch.chdir(tmp_path)
+    line = _one_line(*_main(capsys, "run")[::2])
+    assert "key 'providers.mine.env': env name" in line and secret not in line, line
+
+
+@pytest.mark.parametrize("pair", ["=%s", "%s"])
+def test_a_bad_env_flag_is_refused_without_its_value(pair, tmp_path, capsys) -> None:
+    secret = f"secret-{secrets.token_hex(8)}"
+    line = _one_line(*_main(capsys, "run", "--no-config", "--plugin", "p", "--env", pair % secret)[::2])
+    assert "--env expects NAME=VALUE" in line and secret not in line, line
+
+
+def test_good_names_and_values_pass_the_checks_that_refuse_bad_ones(tmp_path, monkeypatch) -> None:
+    """The controls of the checks above: a usable env name, byte counts, a finite timeout, a string date."""
+    _write(tmp_path / "sandbox-conformance.toml", """\
+        [providers."my.provider-1"]
+        plugin = "p"
+        env = { _LOG_2 = "debug" }
+        max-message-bytes = "1MiB"
+        call-timeout = 0.5
+        open-ack = false
+        create-spec = { a = { b = "1979-05-27" } }
+        """)
+    monkeypatch.chdir(tmp_path)
+    config = _config([])
+    assert config.provider.env == {"_LOG_2": "debug"} and config.provider.max_message_bytes == 1024 ** 2
+    assert config.provider.call_timeout_s == 0.5 and not config.provider.open_ack
+    assert config.provider.create_spec == {"a": {"b": "1979-05-27"}} and config.provider_name == "my.provider-1"
+    _write(tmp_path / "sandbox-conformance.toml", '[providers.mine]\nplugin = "p"\nmax-message-bytes = 4096\n')
+    assert _config([]).provider.max_message_bytes == 4096
 
 
 @pytest.mark.parametrize(("argv", "fragment"), [
@@ -225,6 +278,37 @@ def test_the_reproduce_command_names_the_file_and_keeps_overrides(full_file: Pat
     assert "--no-strict" in command and command.endswith("--seed 7 --no-strict --scenario delete-unknown")
     assert config.variables_to_export() == ["SHARED"]
     assert "--config" not in _config(["--no-config", "--seed", "7"]).reproduce("x")  # the control
+
+
+def test_a_shard_partitions_the_files_selection(tmp_path, monkeypatch) -> None:
+    _write(tmp_path / "sandbox-conformance.toml", '[selection]\nscenarios = ["exec-env", "delete-unknown"]\n')
+    monkeypatch.chdir(tmp_path)
+    sharded = _config(["--shard", "1/2"]).selection
+    assert sharded.scenarios == ("exec-env", "delete-unknown") and sharded.shard == (1, 2)
+    assert len(sharded.shard_of(["exec-env", "delete-unknown"])) == 1  # half of the file's two, not of all
+    # the control: a selection flag still replaces the file's selection, and keeps the shard
+    chosen = _config(["--shard", "1/2", "--scenario", "exec-env"]).selection
+    assert chosen.scenarios == ("exec-env",) and chosen.shard == (1, 2)
+
+
+def _parsed_back(command: str) -> RunConfig:
+    """A reproduce command as `run` would parse it when pasted (``$VARS`` are not expanded: none are used)."""
+    argv = shlex.split(command)
+    return _config(argv[argv.index("run") + 1:])
+
+
+def test_a_no_config_run_reproduces_without_the_file(tmp_path, monkeypatch) -> None:
+    _write(tmp_path / "sandbox-conformance.toml", 'strict = true\nexpected-failures = "baseline.yaml"\n')
+    _write(tmp_path / "baseline.yaml", "expected_failures: []\n")
+    monkeypatch.chdir(tmp_path)
+    ignoring = _config(["--no-config", "--plugin", "p", "--seed", "7"])
+    command = ignoring.reproduce("exec-env")
+    assert " run --no-config " in command, command
+    again = _parsed_back(command)
+    assert again.config_file is None and not again.strict and again.expected_failures is None
+    # the control: a run that read the file reproduces with it, and so reads strict and the baseline again
+    reading = _parsed_back(_config(["--plugin", "p", "--seed", "7"]).reproduce("exec-env"))
+    assert reading.strict and reading.expected_failures == str(tmp_path / "baseline.yaml")
 
 
 # -- the sha256 pin ---------------------------------------------------------------------------------
