@@ -360,12 +360,20 @@ def _fill_provider(args: argparse.Namespace, config: ConfigFile, name: str) -> N
 
 def _plugin_command(config: ConfigFile, command: str) -> str:
     """The plugin command line with a relative executable path (``./target/release/plugin``) made absolute
-    against the file's directory; a bare name is looked up on PATH, as a shell would."""
+    against the file's directory (a bare name is looked up on PATH, as a shell would), and so the script an
+    interpreter runs (``python3 plugin.py``) when the file's directory has it."""
+    from conformance.providers import interpreted_script
+
     argv = shlex.split(command)
+    changed = False
+    script = interpreted_script(argv, str(config.directory))
+    if script is not None and not os.path.isabs(script):
+        argv[argv.index(script)] = os.path.normpath(config.directory / script)
+        changed = True
     if "/" in argv[0] and not os.path.isabs(os.path.expanduser(argv[0])):
         argv[0] = os.path.normpath(config.directory / argv[0])
-        return shlex.join(argv)
-    return command
+        changed = True
+    return shlex.join(argv) if changed else command
 
 
 def _fill_run(args: argparse.Namespace, config: ConfigFile) -> None:

@@ -21,6 +21,7 @@ from conformance.errors import ConformanceError
 from conformance.providers import (
     ProviderConfig,
     file_sha256,
+    interpreted_script,
     open_provider,
     parse_env_pairs,
     pin_problem,
@@ -91,7 +92,9 @@ def _plugin_checks(provider: ProviderConfig) -> list[Check]:
     found.append(Check(PASS, "execute bit set") if runnable
                  else Check(FAIL, f"execute bit not set on {executable} (chmod +x it)"))
     if provider.sha256 is None:
-        found.append(Check(NOT_APPLICABLE, f"sha256 pin: none (the executable's is {file_sha256(executable)})"))
+        script = interpreted_script(provider.argv)
+        whose = f"the script {script}'s" if script else "the executable's"
+        found.append(Check(NOT_APPLICABLE, f"sha256 pin: none ({whose} is {file_sha256(script or executable)})"))
     else:
         problem = pin_problem(provider)
         found.append(Check(FAIL, problem) if problem else Check(PASS, f"sha256 pin matches {provider.sha256}"))

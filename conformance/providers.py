@@ -155,6 +155,28 @@ def plugin_executable(config: ProviderConfig) -> str | None:
     return shutil.which(program, mode=os.F_OK)
 
 
+# Programs that run a script named among their arguments (`python3 ./plugin.py`, `env node plugin.js`): the
+# script is what the provider author builds, so it is what a sha256 pin covers and what names the provider.
+INTERPRETER = re.compile(r"(python|pypy|node|nodejs|deno|bun|bash|sh|dash|zsh|ruby|perl|php|env)[0-9.]*")
+
+
+def interpreted_script(argv: Sequence[str], directory: str | None = None) -> str | None:
+    """The script an interpreter command runs: its first argument (not an option) that is an existing file,
+    looked up in ``directory`` (default: the working directory, where the plugin starts); None when
+    ``argv[0]`` is no interpreter or names no script (``python -m module``)."""
+    if not INTERPRETER.fullmatch(os.path.basename(argv[0])):
+        return None
+    for argument in argv[1:]:
+        if not argument.startswith("-") and os.path.isfile(os.path.join(directory or "", argument)):
+            return argument
+    return None
+
+
+def pinned_file(config: ProviderConfig) -> str | None:
+    """The file a sha256 pin covers: the script an interpreter runs, else the plugin executable."""
+    return interpreted_script(config.argv) or plugin_executable(config)
+
+
 def file_sha256(path: str) -> str:
     import hashlib
 
@@ -166,15 +188,16 @@ def pin_problem(config: ProviderConfig) -> str | None:
     """Why the plugin executable does not match its sha256 pin; None when it does or nothing is pinned."""
     if config.sha256 is None:
         return None
-    executable = plugin_executable(config)
-    if executable is None:
+    pinned = pinned_file(config)
+    if pinned is None:
         return f"the sha256 pin cannot be checked: plugin executable not found: {config.argv[0]}"
     try:
-        actual = file_sha256(executable)
+        actual = file_sha256(pinned)
     except OSError as exc:
-        return f"the sha256 pin cannot be checked: {executable}: {exc.strerror}"
+        return f"the sha256 pin cannot be checked: {pinned}: {exc.strerror}"
     if actual != config.sha256:
-        return f"plugin executable {executable} does not match its sha256 pin: expected {config.sha256}, got {actual}"
+        what = "plugin script" if pinned != plugin_executable(config) else "plugin executable"
+        return f"{what} {pinned} does not match its sha256 pin: expected {config.sha256}, got {actual}"
     return None
 
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import shlex
 from pathlib import Path
 
 from conformance.config_file import FILE_NAME
 from conformance.errors import UsageError
-from conformance.providers import ProviderConfig, file_sha256, plugin_executable
+from conformance.providers import ProviderConfig, file_sha256, interpreted_script, plugin_executable
 
 WORKFLOW = Path(".github/workflows/sandbox-conformance.yml")
 BASELINE = "conformance-baseline.yaml"
@@ -36,7 +37,9 @@ def provider_name(args: argparse.Namespace) -> str:
             raise UsageError(f"--name {args.name!r} must be letters, digits, _ . - (a TOML key)")
         return args.name
     if args.plugin:
-        source = Path(_argv(args.plugin)[0]).name
+        argv = _argv(args.plugin)
+        script = interpreted_script(argv)
+        source = Path(script).stem if script else Path(argv[0]).name
     elif args.rest:
         source = re.sub(r"^\w+://", "", args.rest).split("/")[0].split(":")[0]
     else:
@@ -52,6 +55,21 @@ def _argv(command: str) -> list[str]:
     if not argv:
         raise UsageError("--plugin is empty")
     return argv
+
+
+def _plugin_for_file(argv: list[str], directory: Path) -> str:
+    """The plugin command as the file must say it: the file resolves relative paths (the executable's and
+    an interpreter's script) against its own directory, the command line against the working directory."""
+    script = interpreted_script(argv)
+    paths = [0] if "/" in argv[0] else []
+    if script is not None:
+        paths.append(argv.index(script, 1))
+    rewritten = list(argv)
+    for index in paths:
+        if not os.path.isabs(os.path.expanduser(argv[index])):
+            relative = os.path.relpath(Path.cwd() / argv[index], directory.resolve())
+            rewritten[index] = relative if "/" in relative else f"./{relative}"  # a bare name would mean PATH
+    return shlex.join(rewritten)
 
 
 def config_text(args: argparse.Namespace, name: str) -> str:
@@ -72,10 +90,12 @@ def config_text(args: argparse.Namespace, name: str) -> str:
         executable = plugin_executable(ProviderConfig(plugin=args.plugin))
         if executable is None:
             raise UsageError(f"plugin executable not found: {argv[0]} (init pins its sha256, so it must exist)")
-        lines.append(f"plugin = {_toml(args.plugin)}")
-        lines.append("# the plugin executable's digest, checked before it starts; after a rebuild run")
-        lines.append("# `sandbox-conformance init --plugin ... --force` or `doctor`, which prints the new one")
-        lines.append(f"sha256 = {_toml(file_sha256(executable))}")
+        script = interpreted_script(argv)
+        lines.append(f"plugin = {_toml(_plugin_for_file(argv, Path(args.dir)))}")
+        lines.append(f"# the digest of the plugin {'script (not its interpreter)' if script else 'executable'}, "
+                     "checked before it starts; after")
+        lines.append("# a change run `sandbox-conformance init --plugin ... --force` or `doctor`, which prints the new one")
+        lines.append(f"sha256 = {_toml(file_sha256(script or executable))}")
         lines.append('dialect = "auto"')
     else:
         lines.append(f"rest = {_toml(args.rest)}" if args.rest else f"image = {_toml(args.image)}")
@@ -89,9 +109,9 @@ def config_text(args: argparse.Namespace, name: str) -> str:
 
 def workflow_text(name: str) -> str:
     return f"""\
-# Runs the sandbox-conformance suite against the provider '{name}' of sandbox-conformance.toml.
-# The suite's composite action (action.yml at the root of its repository; inputs plugin / rest / image /
-# config / args / report-dir) does the same in one step; this workflow spells it out.
+# Runs the sandbox-conformance suite against the provider '{name}' of {FILE_NAME}, with the
+# suite's composite action (action.yml at the root of its repository): it sets up Python, installs the
+# suite from its own checkout, runs it, uploads the reports and leaves the summary on the job's page.
 name: sandbox-conformance
 on:
   push:
@@ -101,20 +121,16 @@ jobs:
     runs-on: ubuntu-latest
     steps:
       - uses: actions/checkout@v4
-      - uses: actions/setup-python@v5
-        with:
-          python-version: "3.12"
       # Build or install your provider here, so the command (and its sha256 pin) in the file match.
-      - name: Install sandbox-conformance
-        run: pip install sandbox-conformance
-      - name: Run the conformance suite
-        run: sandbox-conformance run --config {FILE_NAME}
-      - name: Keep the reports
-        if: always()
-        uses: actions/upload-artifact@v4
+      # OWNER/sandbox-conformance@REF: the suite's repository and a tag or commit of it (the ref is the
+      # version of the suite that runs); replace both before the first push.
+      - uses: OWNER/sandbox-conformance@REF
+        id: conformance
         with:
-          name: sandbox-conformance-reports
-          path: reports/
+          config: {FILE_NAME}
+          report-dir: reports          # the file's report-dir; the action uploads this directory
+          artifact-name: sandbox-conformance-reports
+# steps.conformance.outputs.verdict is pass, fail or none (the suite could not run)
 """
 
 

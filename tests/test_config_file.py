@@ -21,10 +21,9 @@ import pytest
 
 from conformance import cli, config_file
 from conformance.config import RunConfig
-from tests.helpers import REPO, mutant_command, plugin_command
+from tests.helpers import LAUNCHER, REPO, mutant_command, plugin_command
 
 ONE_LINE = "sandbox-conformance: error: "
-PYTHON_SHA256 = hashlib.sha256(Path(sys.executable).resolve().read_bytes()).hexdigest()
 
 
 def _write(path: Path, text: str) -> Path:
@@ -355,7 +354,7 @@ def test_a_run_from_the_file_hides_its_env_and_reproduces_from_it(tmp_path, monk
         scenarios = ["delete-unknown"]
         [providers.echoing]
         plugin = {json.dumps(mutant_command("secret-echoing"))}
-        sha256 = "{PYTHON_SHA256}"
+        sha256 = "{hashlib.sha256(LAUNCHER.read_bytes()).hexdigest()}"
         env = {{ CANARY_FROM_FILE = "{canary}" }}
         call-timeout = 20
         """)

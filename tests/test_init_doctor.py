@@ -20,7 +20,7 @@ from conformance import cli, config_file, doctor
 from conformance.reporting.baseline import Baseline
 from conformance.scaffold import BASELINE, WORKFLOW
 from tests import inprocess
-from tests.helpers import plugin_command
+from tests.helpers import REPO, plugin_command
 
 ONE_LINE = "sandbox-conformance: error: "
 PYTHON_SHA256 = hashlib.sha256(Path(sys.executable).resolve().read_bytes()).hexdigest()
@@ -67,11 +67,65 @@ def test_init_writes_a_pinned_config_a_workflow_and_an_empty_baseline(tmp_path, 
     assert table["provider"] == "ref" and table["providers"]["ref"]["plugin"] == plugin_command()
     assert table["providers"]["ref"]["sha256"] == PYTHON_SHA256  # the executable: the command's first word
     config_file.load(written[0])  # what init writes passes the loader's own checks
-    workflow = yaml.safe_load(written[1].read_text())
-    steps = [step.get("run", "") for step in workflow["jobs"]["conformance"]["steps"]]
-    assert "sandbox-conformance run --config sandbox-conformance.toml" in steps
-    assert "action.yml" in written[1].read_text()  # the composite action is pointed at
     assert Baseline.load(written[2]).entries == []
+
+
+def test_init_workflow_runs_the_composite_action_with_the_file(tmp_path, capsys) -> None:
+    """Not `pip install sandbox-conformance` (the suite is not on PyPI): the repository's own action."""
+    assert _main(capsys, "init", "--plugin", plugin_command(), "--dir", str(tmp_path))[0] == 0
+    text = (tmp_path / WORKFLOW).read_text()
+    steps = yaml.safe_load(text)["jobs"]["conformance"]["steps"]
+    suite = [step for step in steps if step.get("uses", "").startswith("OWNER/sandbox-conformance@")]
+    assert len(suite) == 1 and "pip install" not in text, text
+    action_inputs = yaml.safe_load((REPO / "action.yml").read_text())["inputs"]
+    assert set(suite[0]["with"]) <= set(action_inputs), "the workflow passes an input the action does not have"
+    assert suite[0]["with"]["config"] == "sandbox-conformance.toml"
+    assert suite[0]["with"]["report-dir"] == tomllib.loads((tmp_path / "sandbox-conformance.toml").read_text())[
+        "report-dir"]  # the action uploads the directory the file names
+
+
+def test_init_in_another_dir_writes_a_plugin_path_that_resolves_from_the_file(tmp_path, monkeypatch,
+                                                                               capsys) -> None:
+    plugin = _script(tmp_path / "plug", f"exec {plugin_command()}")
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert _main(capsys, "init", "--plugin", "./plug --flag", "--dir", "sub")[0] == 0
+    written = tmp_path / "sub" / "sandbox-conformance.toml"
+    assert tomllib.loads(written.read_text())["providers"]["plug"]["plugin"] == "../plug --flag"
+    monkeypatch.chdir(tmp_path / "sub")  # doctor from the file's directory finds, pins and starts it
+    code, out, err = _main(capsys, "doctor")
+    assert code == 0, out + err
+    assert _verdict(out, f"plugin executable found: {plugin}") == "[ok]"
+    assert _verdict(out, "sha256 pin matches") == "[ok]"
+    # the control: an absolute path is written as given
+    other = tmp_path / "other"
+    other.mkdir()
+    assert _main(capsys, "init", "--plugin", str(plugin), "--dir", str(other))[0] == 0
+    assert tomllib.loads((other / "sandbox-conformance.toml").read_text())["providers"]["plug"]["plugin"] == str(plugin)
+
+
+def test_init_pins_the_script_an_interpreter_runs_and_names_the_provider_after_it(tmp_path, monkeypatch,
+                                                                                    capsys) -> None:
+    script = tmp_path / "my_plugin.py"
+    script.write_text("from conformance.reference.host_plugin import main\nraise SystemExit(main())\n")
+    (tmp_path / "sub").mkdir()
+    monkeypatch.chdir(tmp_path)
+    assert _main(capsys, "init", "--plugin", f"{sys.executable} ./my_plugin.py", "--dir", "sub")[0] == 0
+    provider = tomllib.loads((tmp_path / "sub" / "sandbox-conformance.toml").read_text())["providers"]["my_plugin"]
+    assert provider["sha256"] == hashlib.sha256(script.read_bytes()).hexdigest() != PYTHON_SHA256
+    assert provider["plugin"] == f"{sys.executable} ../my_plugin.py"  # resolves from the file, like a plugin path
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")  # the script is found from the file, not the working directory
+    code, out, err = _main(capsys, "doctor", "--config", str(tmp_path / "sub" / "sandbox-conformance.toml"))
+    assert code == 0 and _verdict(out, "sha256 pin matches") == "[ok]", out + err
+    script.write_text(script.read_text() + "# changed\n")  # what the pin is for: an edited script is refused
+    code, out, err = _main(capsys, "doctor", "--config", str(tmp_path / "sub" / "sandbox-conformance.toml"))
+    assert code == 1 and _verdict(out, f"plugin script {script} does not match its sha256 pin") == "[FAIL]", out
+    monkeypatch.chdir(tmp_path)  # without a pin, doctor shows the digest a pin of this command would have
+    code, out, _ = _main(capsys, "doctor", "--no-config", "--plugin", f"{sys.executable} my_plugin.py",
+                         "--report-dir", str(tmp_path / "reports"))
+    digest = hashlib.sha256(script.read_bytes()).hexdigest()
+    assert code == 0 and _verdict(out, f"sha256 pin: none (the script my_plugin.py's is {digest})") == "[--]", out
 
 
 def test_init_for_rest_and_image_providers_names_a_profile(tmp_path, capsys) -> None:
