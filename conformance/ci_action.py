@@ -85,8 +85,20 @@ def run_arguments(environ: Mapping[str, str]) -> list[str]:
     return argv
 
 
-def verdict_of(reports: Path) -> str:
-    """``pass`` or ``fail`` from the run's results.json; ``none`` when the run wrote none (exit 2 cases)."""
+def results_stamp(reports: Path) -> tuple[int, int, int] | None:
+    """What tells one results.json from the next: inode, modification time (ns) and size; None when absent."""
+    try:
+        status = (reports / "results.json").stat()
+    except OSError:
+        return None
+    return status.st_ino, status.st_mtime_ns, status.st_size
+
+
+def verdict_of(reports: Path, before: tuple[int, int, int] | None = None, code: int = 0) -> str:
+    """``pass`` or ``fail`` from the results.json this run wrote; ``none`` when it wrote none: a usage error
+    (exit 2), or a results.json unchanged since ``before`` (an earlier run's, left in the report dir)."""
+    if code not in (0, 1) or results_stamp(reports) in (None, before):
+        return "none"
     try:
         document = json.loads((reports / "results.json").read_text(encoding="utf-8"))
         return "pass" if document["verdict"]["passed"] else "fail"
@@ -109,15 +121,16 @@ def main(environ: Mapping[str, str] | None = None) -> int:
         reports = report_dir(environ)
     except InputError as error:
         print(f"sandbox-conformance action: {error}", file=sys.stderr)
-        code, reports = 2, None
+        code, reports, before = 2, None, None
     else:
+        before = results_stamp(reports)  # a results.json of an earlier run must not answer for this one
         try:
             code = cli.main(argv)
         except SystemExit as exit:  # argparse refusing an option (its one line is already on stderr)
             code = exit.code if isinstance(exit.code, int) else 2
     outputs_file = environ.get("GITHUB_OUTPUT")
     if outputs_file:
-        write_outputs(outputs_file, {"verdict": verdict_of(reports) if reports else "none",
+        write_outputs(outputs_file, {"verdict": verdict_of(reports, before, code) if reports else "none",
                                      "exit-code": str(code), "report-dir": str(reports or "")})
     return code
 

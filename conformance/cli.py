@@ -13,7 +13,7 @@ import argparse
 import json
 import os
 import sys
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from conformance import __version__
 from conformance.config import DEFAULT_CALL_TIMEOUT_S, PROG, RunConfig, call_timeout, load_create_spec
@@ -30,7 +30,13 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that reports a bad command line in one line."""
+    """argparse that reports a bad command line in one line, and takes every option by its whole name only:
+    an abbreviation (``--report-d``) would slip past the checks that look for an option by name (the CI
+    action's refusal of ``--report-dir`` in ``args``), and would change meaning when a new option shares it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(message)

@@ -173,6 +173,34 @@ def test_a_report_dir_in_args_is_refused_for_the_input() -> None:
         ci_action.run_arguments({"INPUT_ARGS": "--strict --report-dir=elsewhere"})
 
 
+@pytest.mark.parametrize("argv, says", [
+    (["run", "--report-d", "elsewhere"], "unrecognized arguments: --report-d elsewhere"),
+    (["run", "--stric"], "unrecognized arguments: --stric"),
+    (["report", "merge", "results.json", "--ou", "elsewhere"], "required: --out"),
+])
+def test_the_cli_takes_no_abbreviated_option(tmp_path: Path, monkeypatch, capsys, argv: list[str], says: str) -> None:
+    """An abbreviation would slip past the action's refusal of --report-dir in args (below), so none is taken."""
+    from conformance import cli
+
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and says in err, err
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_an_abbreviated_report_dir_in_args_does_not_move_the_reports(tmp_path: Path, monkeypatch, capsys) -> None:
+    """``--report-d`` in args would have been argparse's --report-dir: the reports elsewhere than the upload
+    step looks, behind the refusal's back. It is an unknown option now: exit 2, nothing written."""
+    monkeypatch.chdir(tmp_path)
+    outputs_file = tmp_path / "github_output"
+    code = ci_action.main({"INPUT_ARGS": "--scenario delete-unknown --report-d elsewhere",
+                           "GITHUB_OUTPUT": str(outputs_file)})
+    assert code == 2 and not (tmp_path / "elsewhere").exists()
+    assert "unrecognized arguments: --report-d elsewhere" in capsys.readouterr().err
+    assert _read_outputs(outputs_file)["verdict"] == "none"
+
+
 # --- the run step, as GitHub runs it ------------------------------------------------------------------
 
 def _run_action(tmp_path: Path, **inputs: str) -> tuple[subprocess.CompletedProcess[str], dict[str, str], str]:
@@ -227,6 +255,18 @@ def test_the_run_step_runs_the_suite_writes_the_reports_outputs_and_job_summary(
     assert [s["outcome"] for s in results["scenarios"] if s["outcome"] != "disabled"] == ["passed"]
 
 
+def _run_merge_script(script: str, work: Path) -> subprocess.CompletedProcess[str]:
+    """An example's merge script in ``work`` (which holds ``reports/``), with the CLI of this checkout."""
+    bin_dir = work / "bin"
+    bin_dir.mkdir()
+    launcher = bin_dir / "sandbox-conformance"  # the console script, for this checkout
+    launcher.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -m conformance.cli \"$@\"\n")
+    launcher.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(REPO)}
+    return subprocess.run(["bash", "-eo", "pipefail", "-c", script], check=False, cwd=work, env=env, capture_output=True,
+                          text=True, timeout=ACTION_TIMEOUT_S)
+
+
 @pytest.mark.parametrize("script_of", [
     lambda: _steps(_load(GITHUB_EXAMPLE))[-2]["run"],
     lambda: _load(GITLAB_EXAMPLE)["merge"]["script"][-1],
@@ -235,14 +275,7 @@ def test_the_examples_merge_script_joins_each_providers_shards(shards: Path, tmp
     script = script_of()
     assert "report merge" in script
     shutil.copytree(shards / "reports", tmp_path / "reports")
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    launcher = bin_dir / "sandbox-conformance"  # the console script, for this checkout
-    launcher.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} -m conformance.cli \"$@\"\n")
-    launcher.chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "PYTHONPATH": str(REPO)}
-    merged = subprocess.run(["bash", "-eo", "pipefail", "-c", script], check=False, cwd=tmp_path, env=env, capture_output=True,
-                            text=True, timeout=ACTION_TIMEOUT_S)
+    merged = _run_merge_script(script, tmp_path)
     assert merged.returncode == 0, merged.stderr
     for provider in ("reference-v1", "reference-v2"):
         results = json.loads((tmp_path / "merged" / provider / "results.json").read_text())
@@ -250,6 +283,24 @@ def test_the_examples_merge_script_joins_each_providers_shards(shards: Path, tmp
             "delete-unknown": "passed", "delete-twice": "passed"}, provider
     table = json.loads((tmp_path / "merged" / "matrix" / "matrix.json").read_text())
     assert [p["label"] for p in table["providers"]] == ["reference-v1", "reference-v2"]
+
+
+@pytest.mark.parametrize("script_of", [
+    lambda: _steps(_load(GITHUB_EXAMPLE))[-2]["run"],
+    lambda: _load(GITLAB_EXAMPLE)["merge"]["script"][-1],
+], ids=["github", "gitlab"])
+def test_each_matrix_column_has_its_own_providers_label(shards: Path, tmp_path: Path, script_of) -> None:
+    """Providers named ``ref`` and ``ref-a``: ``sort -u`` puts ``ref`` first, the glob of ``report-*/`` puts
+    ``report-ref-a-shard-1`` first. Each column must still carry its own provider's label."""
+    renamed = {"report-reference-v1-shard-1": "report-ref-shard-1", "report-reference-v1-shard-2": "report-ref-shard-2",
+               "report-reference-v2-shard-1": "report-ref-a-shard-1"}
+    for old, new in renamed.items():
+        shutil.copytree(shards / "reports" / old, tmp_path / "reports" / new)
+    merged = _run_merge_script(script_of(), tmp_path)
+    assert merged.returncode == 0, merged.stderr
+    table = json.loads((tmp_path / "merged" / "matrix" / "matrix.json").read_text())
+    assert {p["label"]: p["dialect"] for p in table["providers"]} == {"ref": "sandbox-driver-v1",
+                                                                       "ref-a": "sandbox-driver-v2"}
 
 
 @pytest.mark.parametrize("hostile", [
@@ -267,6 +318,27 @@ def test_hostile_inputs_stay_literal_arguments(tmp_path: Path, hostile) -> None:
     assert not list(tmp_path.glob("pwned*")), "an input ran as shell code"
     assert outputs == {"verdict": "none", "exit-code": "2", "report-dir": str(tmp_path / ci_action.DEFAULT_REPORT_DIR)}
     assert "Traceback" not in process.stderr
+
+
+def _stale_results(report_dir: Path, passed: bool) -> None:
+    """An earlier run's results.json left in the report directory (a self-hosted runner's workspace)."""
+    report_dir.mkdir(parents=True)
+    (report_dir / "results.json").write_text(json.dumps({"verdict": {"passed": passed}}))
+
+
+def test_an_earlier_runs_results_json_never_answers_for_a_run_that_wrote_none(tmp_path: Path) -> None:
+    _stale_results(tmp_path / ci_action.DEFAULT_REPORT_DIR, passed=True)
+    process, outputs, _ = _run_action(tmp_path, PLUGIN=plugin_command(), ARGS="--scenario no-such-scenario")
+    assert process.returncode == 2, process.stderr
+    assert outputs["verdict"] == "none" and outputs["exit-code"] == "2"
+
+
+def test_a_run_over_an_earlier_results_json_reports_its_own_verdict(tmp_path: Path) -> None:
+    """The control: this run's results.json replaces the earlier one, and its verdict is the one reported."""
+    _stale_results(tmp_path / ci_action.DEFAULT_REPORT_DIR, passed=False)
+    process, outputs, _ = _run_action(tmp_path, PLUGIN=plugin_command(), ARGS="--scenario delete-unknown")
+    assert process.returncode == 0, process.stderr
+    assert outputs["verdict"] == "pass" and outputs["exit-code"] == "0"
 
 
 def test_a_bad_args_input_is_one_line_and_exit_2(tmp_path: Path) -> None:

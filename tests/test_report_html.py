@@ -262,7 +262,7 @@ def open_report(browser) -> Iterator:
     def load(path: Path, init_script: str | None = None) -> _OpenReport:
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         pages.append(page)
-        page.set_default_timeout(5000)  # a local file: anything slower is a broken page, not a slow one
+        page.set_default_timeout(30_000)  # a local file, but a 1 MB report and a full-page screenshot on a busy CI runner
         if init_script is not None:
             page.add_init_script(init_script)
         opened = _OpenReport(page, path.resolve().as_uri(), [], [])

@@ -19,7 +19,9 @@ from pathlib import Path
 import pytest
 
 from conformance import cli, schemas
-from conformance.reporting import matrix
+from conformance.errors import UsageError
+from conformance.providers import ProviderConfig
+from conformance.reporting import matrix, shards
 from tests import inprocess
 
 SELECTION = ("delete-unknown", "delete-twice", "error-retryable-by-kind", "application-error-report")
@@ -40,6 +42,9 @@ def runs(tmp_path_factory):
             made[f"{name}-{index}"] = inprocess.run_suite(provider, base / f"{name}-{index}", scenarios=SELECTION,
                                                           shard=(index, 2))
     made["sketch"] = inprocess.run_suite(sketch, base / "sketch", scenarios=SELECTION)
+    for index in (1, 2):  # shards of a run with another dialect's scenarios in it
+        made[f"sketch-{index}"] = inprocess.run_suite(sketch, base / f"sketch-{index}", scenarios=SELECTION,
+                                                      shard=(index, 2))
     return base, made
 
 
@@ -261,3 +266,109 @@ def test_the_merged_folder_moves_as_a_whole(runs, tmp_path):
     moved = shutil.move(str(out), str(tmp_path / "moved"))
     document = json.loads((Path(moved) / "matrix.json").read_text())
     assert all((Path(moved) / provider["results"]).is_file() for provider in document["providers"])
+
+
+def test_the_must_skipped_count_leaves_out_the_cells_shown_as_a_dash(runs):
+    """The sketch's skip of a v1-only MUST scenario is "—" in its column, so its MUST skipped count (matrix.json,
+    matrix.md, matrix.html) is this provider's own skips only; the reference, with none, keeps 0."""
+    base, made = runs
+    out = base / "must-skipped"
+    cli.main(["report", "merge", results(made["reference"]), results(made["sketch"]),
+              "--label", "reference", "--label", "sketch", "--out", str(out)])
+    document = json.loads((out / "matrix.json").read_text())
+    sketch_scenarios = made["sketch"].results["scenarios"]
+    dashes = [s["id"] for s in sketch_scenarios if (s["level"] or "must") == "must" and s["outcome"] == "skipped"
+              and expected_symbol(s) == DASH]
+    assert dashes, "the selection must hold a MUST scenario the sketch skips as another dialect's"
+    own_skips = sum(1 for s in sketch_scenarios
+                    if (s["level"] or "must") == "must" and expected_symbol(s) == EXPECTED_SYMBOL["skipped"])
+    assert [p["must"]["skipped"] for p in document["providers"]] == [0, own_skips]
+    row = next(line for line in (out / "matrix.md").read_text().splitlines() if line.startswith("| sketch |"))
+    assert row.split(" | ")[5] == str(own_skips)
+
+
+def test_a_providers_own_must_skip_is_still_counted(runs, tmp_path):
+    """The control: a MUST scenario skipped for a capability the provider does not declare shows "⏭️" and counts."""
+    _, made = runs
+    skipping = json.loads(Path(results(made["reference"])).read_text())
+    scenario = next(s for s in skipping["scenarios"] if s["outcome"] == "passed" and (s["level"] or "must") == "must")
+    scenario.update(outcome="skipped", message="capability not declared: sandbox.delete")
+    skipping["summary"]["levels"]["must"] = {"passed": 2, "skipped": 1}
+    out = tmp_path / "out"
+    cli.main(["report", "merge", _write(tmp_path / "skipping.json", skipping), results(made["sketch"]),
+              "--label", "skipping", "--label", "sketch", "--out", str(out)])
+    document = json.loads((out / "matrix.json").read_text())
+    assert document["providers"][0]["must"]["skipped"] == 1
+
+
+def test_merged_shards_count_another_dialects_scenarios_apart_as_the_whole_run_does(runs, tmp_path):
+    _, made = runs
+    assert made["sketch"].results["summary"]["other_dialect"] >= 1
+    out = tmp_path / "sketch"
+    cli.main(["report", "merge", results(made["sketch-1"]), results(made["sketch-2"]), "--out", str(out)])
+    merged = json.loads((out / "results.json").read_text())
+    assert merged["summary"] == made["sketch"].results["summary"]
+    assert "Not for this dialect: 1 scenario(s)" in (out / "summary.md").read_text()
+
+
+def _table_cells(line: str) -> list[str]:
+    """A Markdown table row's cells as GitHub splits them: at every "|" not escaped as "\\|"."""
+    return [cell.strip() for cell in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+
+
+@pytest.mark.parametrize("command", ["plain-plugin --flag", "sh -c 'a | b' || true"], ids=["control", "pipes"])
+def test_a_pipe_in_the_provider_command_stays_inside_its_table_cell(runs, tmp_path, command):
+    _, made = runs
+    piped = json.loads(Path(results(made["mutant"])).read_text())
+    piped["provider"]["command"] = command
+    out = tmp_path / "out"
+    cli.main(["report", "merge", results(made["reference"]), _write(tmp_path / "piped.json", piped),
+              "--label", "reference", "--label", "piped", "--out", str(out)])
+    lines = (out / "matrix.md").read_text().splitlines()
+    header = _table_cells(lines[2])
+    row = _table_cells(next(line for line in lines if line.startswith("| piped |")))
+    assert len(row) == len(header) == 7
+    assert row[6].replace("\\|", "|") == f"`{command}`"
+
+
+def _image_shard(document: dict, image: str, port: int) -> dict:
+    changed = json.loads(json.dumps(document))
+    changed["provider"] |= {"image": image, "command": f"http://172.17.0.1:{port}"}
+    return changed
+
+
+def test_shards_of_an_image_run_merge_although_each_container_had_its_own_port(runs, tmp_path, monkeypatch):
+    """A REST provider run from --image in two shard jobs: each job's container answered on another port, so
+    the recorded commands differ; the image is the same, and so is the provider. The documents are real runs
+    over the REST server with an image recorded (a Docker-free stand-in for ``--image``)."""
+    token = "image-shard-token-3141"
+    monkeypatch.setenv("FORKD_TOKEN", token)
+    paths = []
+    for index in (1, 2):
+        with inprocess.rest_server(token, log=[]) as url:
+            provider = ProviderConfig(rest_url=url, profile="forkd", image="registry.example/forkd:1")
+            run = inprocess.run_suite(provider, tmp_path / f"shard-{index}", scenarios=SELECTION[:2], shard=(index, 2))
+        assert run.results["provider"]["image"] == "registry.example/forkd:1"
+        paths.append(results(run))
+    commands = {json.loads(Path(path).read_text())["provider"]["command"] for path in paths}
+    assert len(commands) == 2  # two ports
+    assert cli.main(["report", "merge", *paths, "--out", str(tmp_path / "merged")]) == 0
+    merged = json.loads((tmp_path / "merged" / "results.json").read_text())
+    assert merged["run"]["shards"] == 2 and not (tmp_path / "merged" / "matrix.json").exists()
+    assert {s["id"]: s["outcome"] for s in merged["scenarios"] if s["outcome"] != "disabled"} == {
+        "delete-unknown": "passed", "delete-twice": "passed"}
+
+
+def test_two_images_or_two_commands_are_still_two_providers(runs):
+    """The controls: the image replaces the command in the identity only; another image is another provider,
+    and so is another command where no image was recorded."""
+    _, made = runs
+    one, two = (made[f"reference-{index}"].results for index in (1, 2))
+    same = [("1", _image_shard(one, "registry.example/forkd:1", 1)), ("2", _image_shard(two, "registry.example/forkd:1", 2))]
+    assert len(shards.by_provider(same)) == 1
+    images = [("1", _image_shard(one, "registry.example/forkd:1", 1)), ("2", _image_shard(two, "registry.example/forkd:2", 1))]
+    assert len(shards.by_provider(images)) == 2
+    with pytest.raises(UsageError, match="provider image: 'registry.example/forkd:2' vs 'registry.example/forkd:1'"):
+        shards.merge(images)
+    commands = [("1", one), ("2", {**two, "provider": {**two["provider"], "command": "other-plugin"}})]
+    assert len(shards.by_provider(commands)) == 2

@@ -143,3 +143,53 @@ def test_recording_durations_writes_the_file_and_refuses_a_non_results_file(runs
     assert durations.main([str(tmp_path / "bad.json"), "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "bad.json is not a results.json" in err
+
+
+def _pairs(parts) -> list[tuple[str, dict]]:
+    """The shards as ``(source, document)`` pairs, each document a copy a test may change."""
+    return [(f"shard-{index}", json.loads(json.dumps(part.results))) for index, part in enumerate(parts, 1)]
+
+
+def _ran(document: dict) -> str:
+    return next(s["id"] for s in document["scenarios"] if s["outcome"] != "disabled")
+
+
+def test_merge_refuses_shards_of_different_selections_naming_the_scenario_no_shard_ran(runs, tmp_path, capsys):
+    """Shard 2 of another selection left out a scenario shards 1 and 3 say is shard 2's: merging them would
+    be a run that silently lacks it."""
+    _, _, parts = runs
+    pairs = _pairs(parts)
+    missing = _ran(pairs[1][1])
+    other = next(s for s in pairs[1][1]["scenarios"] if s["id"] == missing)
+    other.update(outcome="disabled", message=None)  # not selected in that run
+    with pytest.raises(UsageError, match=f"scenario {missing} is in another shard according to shard-1, but no "
+                                         "shard given ran it"):
+        shards.merge(pairs)
+    paths = []
+    for source, document in pairs:
+        (tmp_path / f"{source}.json").write_text(json.dumps(document))
+        paths.append(str(tmp_path / f"{source}.json"))
+    assert cli.main(["report", "merge", *paths, "--out", str(tmp_path / "merged")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and missing in err and "Traceback" not in err
+
+
+def test_an_interrupted_shards_unreached_scenarios_still_merge(runs):
+    """The control: a scenario an interrupted shard never reached is accounted for (the merged run says
+    interrupted), not a scenario of another selection."""
+    _, _, parts = runs
+    pairs = _pairs(parts)
+    unreached = next(s for s in pairs[1][1]["scenarios"] if s["id"] == _ran(pairs[1][1]))
+    unreached.update(outcome="disabled", message="not reached: the run was interrupted")
+    pairs[1][1]["run"]["interrupted"] = True
+    merged = shards.merge(pairs)
+    assert merged["run"]["interrupted"] and not merged["verdict"]["passed"]
+
+
+def test_merge_refuses_shards_of_another_suite_version(runs):
+    _, _, parts = runs
+    pairs = _pairs(parts)
+    assert shards.merge(pairs)["run"]["shards"] == 3  # the control: the same shards, one version
+    pairs[2][1]["suite"]["version"] = "0.0.0-other"
+    with pytest.raises(UsageError, match="shard-3 was written by suite version 0.0.0-other, shard-1 by .*one suite version"):
+        shards.merge(pairs)

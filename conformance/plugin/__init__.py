@@ -184,6 +184,8 @@ def provider_info(adapter: ProviderAdapter, state: RunState) -> dict[str, Any]:
         "handshake_problems": [str(p) for p in problems],
         "run_id": state.config.run_id,
     }
+    if state.config.provider.image is not None:  # the provider's identity; `command` is one container's URL
+        info["image"] = REDACTOR.text(state.config.provider.image)
     mode = adapter.settled().get("sandboxes_per_process")
     if mode is not None:
         info["sandboxes_per_process"] = mode

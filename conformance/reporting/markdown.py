@@ -43,6 +43,12 @@ def code(value: str) -> str:
     return f"`{value.replace('`', '')}`"
 
 
+def table_code(value: str) -> str:
+    """``code`` inside a table cell: a "|" there would end the cell even within backticks, so it is escaped as
+    GitHub's tables ask ("\\|", shown as "|")."""
+    return code(value).replace("|", "\\|")
+
+
 def one_line(message: str | None, default: str = "") -> str:
     first = next((line.strip() for line in (message or "").splitlines() if line.strip()), default)
     return first if len(first) <= CAUSE_CHARS else first[:CAUSE_CHARS - 1] + "…"
@@ -117,7 +123,7 @@ def _gaps(gaps: dict[str, Any]) -> list[str]:
         return []
     lines = ["### Gaps", "", "| gap | topic | status | summary |", "| --- | --- | --- | --- |"]
     for gap_id, gap in gaps.items():
-        lines.append(f"| {code(gap_id)} | {text(gap['title'])} | {text(gap['status'])} | {text(gap['summary'])} |")
+        lines.append(f"| {table_code(gap_id)} | {text(gap['title'])} | {text(gap['status'])} | {text(gap['summary'])} |")
     return [*lines, ""]
 
 

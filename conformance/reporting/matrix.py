@@ -2,8 +2,8 @@
 wpt.fyi's views (``matrix.json``, validated against ``schemas/report/matrix.json``; ``matrix.md``;
 ``matrix.html``). Built from the merged results documents alone, which are already redacted.
 
-A column is one provider as its documents record it (``shards.PROVIDER_FIELDS``: kind, version, dialect,
-transport, command); a row is a scenario at least one provider ran or skipped for its own reason. A cell
+A column is one provider as its documents record it (``shards.identity_fields``: kind, version, dialect,
+transport, and the command, or the image of an ``--image`` run); a row is a scenario at least one provider ran or skipped for its own reason. A cell
 is the scenario's outcome for that provider, or "not applicable" (a scenario of another dialect, or one
 citing no rule of the provider's dialect: the dialect does not have it) or "not run" (left out by that
 run's selection); both show as "—", never as a skip. A row disagrees when one provider passes what
@@ -20,7 +20,7 @@ from typing import Any
 
 from conformance import __version__, schemas
 from conformance.errors import HarnessError, UsageError
-from conformance.reporting.markdown import code, one_line, text
+from conformance.reporting.markdown import one_line, table_code, text
 from conformance.reporting.model import is_other_dialect_skip
 from conformance.reporting.shards import PROVIDER_FIELDS, merge, write_run
 
@@ -78,7 +78,13 @@ def build(runs: list[dict[str, Any]], labels: list[str] | None = None) -> dict[s
         while label in used or slug(label) in used:  # same kind, version and dialect, other command
             label, number = f"{base} #{number}", number + 1
         used |= {label, slug(label)}
-        must = (document["summary"].get("levels") or {}).get("must") or {}
+        must = dict((document["summary"].get("levels") or {}).get("must") or {})
+        # A skip shown as "—" (another dialect's scenario, or one citing no rule of this dialect) is not this
+        # provider's skip: its column does not show it as one, so its count does not either.
+        must["skipped"] = must.get("skipped", 0) - sum(
+            1 for scenario in document["scenarios"]
+            if (scenario["level"] or "must") == "must" and cell_status(scenario) == NOT_APPLICABLE
+            and scenario["outcome"] == "skipped")
         providers.append({
             "slug": slug(label), "label": label,
             **{key: str(document["provider"].get(key, "")) for key in PROVIDER_FIELDS},
@@ -167,7 +173,7 @@ def render_markdown(matrix: dict[str, Any]) -> str:
         must = provider["must"]
         lines.append(f"| {text(provider['label'])} | {'✅' if provider['verdict']['passed'] else '❌'} "
                      f"{_verdict_word(provider)} | {must['passed']} | {must['failed']} | {must['error']} | "
-                     f"{must['skipped']} | {code(provider['command'])} |")
+                     f"{must['skipped']} | {table_code(provider['command'])} |")
     lines += ["", (f"{matrix['disagreements']} scenario(s) where one provider passes what another fails "
                    "(listed first, marked ⚠️)."), ""]
     lines += ["| scenario | level | requirements | " + " | ".join(text(p["label"]) for p in providers) + " |",
@@ -175,7 +181,7 @@ def render_markdown(matrix: dict[str, Any]) -> str:
     for row in matrix["scenarios"]:
         mark = "⚠️ " if row["disagree"] else ""
         cells = [SYMBOLS[row["cells"][provider["slug"]]["status"]] for provider in providers]
-        lines.append(f"| {mark}{code(row['id'])} | {(row['level'] or '').upper()} | "
+        lines.append(f"| {mark}{table_code(row['id'])} | {(row['level'] or '').upper()} | "
                      f"{', '.join(row['requirements'])} | " + " | ".join(cells) + " |")
     lines += ["", "Legend: " + " · ".join(f"{SYMBOLS[status]} {words}" for status, words in LEGEND.items())]
     if matrix["left_out"]:

@@ -10,11 +10,24 @@ from pathlib import Path
 from typing import Any
 
 from conformance.errors import UsageError
-from conformance.reporting.model import summarize_outcomes
+from conformance.reporting.model import is_other_dialect_skip, summarize_outcomes
 from conformance.reporting.writer import finish_document
 
 # What must agree for documents to be parts of one provider's run; the rest (run id, timing) may differ.
 PROVIDER_FIELDS = ("kind", "version", "dialect", "transport", "command")
+# How the run marks a scenario another shard owns, and one an interrupted run never reached (engine.finish).
+_IN_ANOTHER_SHARD = "selected, but in another shard"
+_NOT_REACHED = "not reached"
+
+
+def identity_fields(provider: dict[str, Any]) -> dict[str, str]:
+    """The recorded fields that make a provider itself. A provider started from a container image (``--image``)
+    is that image: its ``command`` is the URL of one container, whose port differs in every shard's job."""
+    fields = {key: str(provider.get(key)) for key in PROVIDER_FIELDS}
+    if provider.get("image"):
+        del fields["command"]
+        fields["image"] = str(provider["image"])
+    return fields
 
 
 def merge(documents: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
@@ -24,6 +37,7 @@ def merge(documents: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
         raise UsageError("report merge needs at least one results.json")
     first = documents[0][1]
     _check_same_provider(documents)
+    _check_same_suite(documents)
     _check_shards(documents)
     ran_in: dict[str, str] = {}
     by_id: dict[str, dict[str, Any]] = {}
@@ -38,6 +52,7 @@ def merge(documents: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
                                  "the documents are not disjoint shards")
             ran_in[scenario_id] = source
             by_id[scenario_id] = scenario
+    _check_one_partition(documents, ran_in)
     scenarios = sorted(by_id.values(), key=lambda s: (s["feature"], s["id"]))
     run = {key: value for key, value in first["run"].items() if key != "shard"}
     run["duration_s"] = round(sum(d["run"]["duration_s"] for _, d in documents), 3)  # CPU time, not wall time
@@ -45,7 +60,8 @@ def merge(documents: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
     run["strict"] = any(d["run"].get("strict", False) for _, d in documents)
     run["shards"] = len(documents)
     merged = {**first, "run": run, "scenarios": scenarios}
-    merged["summary"] = summarize_outcomes([scenario["outcome"] for scenario in scenarios])
+    merged["summary"] = summarize_outcomes([scenario["outcome"] for scenario in scenarios],
+                                           sum(1 for scenario in scenarios if is_other_dialect_skip(scenario)))
     merged["sandboxes"] = {
         "created": sum(d["sandboxes"]["created"] for _, d in documents),
         "deleted": sum(d["sandboxes"]["deleted"] for _, d in documents),
@@ -62,12 +78,37 @@ def merge(documents: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
 
 def _check_same_provider(documents: list[tuple[str, dict[str, Any]]]) -> None:
     first_source, first = documents[0]
+    mine = identity_fields(first["provider"])
     for source, document in documents[1:]:
-        for key in PROVIDER_FIELDS:
-            mine, theirs = first["provider"].get(key), document["provider"].get(key)
-            if mine != theirs:
+        theirs = identity_fields(document["provider"])
+        for key in sorted(mine.keys() | theirs.keys(), key=lambda key: (key not in PROVIDER_FIELDS, key)):
+            if mine.get(key) != theirs.get(key):
                 raise UsageError(f"{source} is another provider than {first_source} (provider {key}: "
-                                 f"{theirs!r} vs {mine!r}); merging providers is not supported")
+                                 f"{theirs.get(key)!r} vs {mine.get(key)!r}); merging providers is not supported")
+
+
+def _check_same_suite(documents: list[tuple[str, dict[str, Any]]]) -> None:
+    """Shards of one run were written by one suite version: another version may have other scenarios, and
+    its shards would partition another catalogue."""
+    first_source, first = documents[0]
+    for source, document in documents[1:]:
+        if document["suite"]["version"] != first["suite"]["version"]:
+            raise UsageError(f"{source} was written by suite version {document['suite']['version']}, {first_source} "
+                             f"by {first['suite']['version']}: shards of one run come from one suite version")
+
+
+def _check_one_partition(documents: list[tuple[str, dict[str, Any]]], ran_in: dict[str, str]) -> None:
+    """Every scenario a shard left to another shard was run (or, in an interrupted shard, not reached) by some
+    shard. Shards of different selections would otherwise merge into a run that silently lacks it."""
+    accounted = set(ran_in) | {
+        scenario["id"] for _, document in documents for scenario in document["scenarios"]
+        if scenario["outcome"] == "disabled" and (scenario.get("message") or "").startswith(_NOT_REACHED)}
+    for source, document in documents:
+        for scenario in document["scenarios"]:
+            if (scenario["outcome"] == "disabled" and (scenario.get("message") or "").startswith(_IN_ANOTHER_SHARD)
+                    and scenario["id"] not in accounted):
+                raise UsageError(f"scenario {scenario['id']} is in another shard according to {source}, but no shard "
+                                 "given ran it: the documents are not shards of one selection")
 
 
 def _check_shards(documents: list[tuple[str, dict[str, Any]]]) -> None:
@@ -152,10 +193,11 @@ def read_documents(paths: list[str]) -> list[tuple[str, dict[str, Any]]]:
     return documents
 
 
-def provider_identity(document: dict[str, Any]) -> tuple[str, ...]:
-    """What makes two documents the same provider's: every field of ``PROVIDER_FIELDS`` as recorded.
-    Providers differing in any of them are never merged into one run."""
-    return tuple(str(document["provider"].get(key)) for key in PROVIDER_FIELDS)
+def provider_identity(document: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """What makes two documents the same provider's: its ``identity_fields`` (every field of
+    ``PROVIDER_FIELDS``, the image instead of the command for an image run). Providers differing in any of them
+    are never merged into one run."""
+    return tuple(sorted(identity_fields(document["provider"]).items()))
 
 
 def by_provider(documents: list[tuple[str, dict[str, Any]]]) -> list[list[tuple[str, dict[str, Any]]]]:
