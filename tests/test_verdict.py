@@ -89,7 +89,7 @@ def _refusing_restart_plugin(tmp_path: Path, live_s: float) -> str:
 def test_a_provider_that_cannot_be_restarted_is_an_error_not_a_failure(suite, tmp_path: Path) -> None:
     """Subprocess: a plugin process killed mid-run whose restarts a wrapping script refuses."""
     # The dialect is given: detection would spend the first start on the v2 initialize the plugin refuses.
-    run = suite("--plugin", _refusing_restart_plugin(tmp_path, live_s=3), "--dialect", "sandbox-driver-v1",
+    run = suite("--plugin", _refusing_restart_plugin(tmp_path, live_s=7), "--dialect", "sandbox-driver-v1",
                 "--feature", "exec.feature", "--feature", "streaming.feature", timeout=600)
     assert run.exit_code == 1, run.stdout[-2000:]
     errors = [s for s in run.results["scenarios"] if s["outcome"] == "error"]

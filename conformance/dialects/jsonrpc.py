@@ -30,6 +30,7 @@ from conformance.errors import (
 from conformance.schemas import SchemaProblem
 from conformance.transcript import REDACTOR
 from conformance.transports.base import LineTransport
+from conformance.transports.process import EXIT_GRACE_S
 
 Observer = Callable[[str, str, str], None]  # (channel, direction, text)
 
@@ -191,7 +192,7 @@ class JsonRpcConnection:
     def closed(self) -> bool:
         return self._closed.is_set()
 
-    def close(self, grace_s: float = 2.0) -> None:
+    def close(self, grace_s: float = EXIT_GRACE_S) -> None:
         self.transport.close(grace_s=grace_s)
         self._closed.wait(timeout=2.0)
 
