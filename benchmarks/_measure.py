@@ -39,6 +39,14 @@ def byte_count(text: str) -> int:
     return int(match.group(1)) * _UNITS[match.group(2).lower()]
 
 
+def send_request(process: subprocess.Popen[bytes], request_id: int, method: str, params: dict[str, Any]) -> None:
+    """One JSON-RPC request on a raw host's pipe, as a host writes it: a line, flushed."""
+    assert process.stdin is not None
+    process.stdin.write(json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method,
+                                    "params": params}).encode() + b"\n")
+    process.stdin.flush()
+
+
 def end_plugin(process: subprocess.Popen[bytes]) -> None:
     """End a plugin a raw baseline started: close its input, give it 10 s, then kill it."""
     assert process.stdin is not None

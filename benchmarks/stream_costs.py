@@ -41,6 +41,7 @@ from _measure import (
     ratio,
     reset_peak_rss,
     rss_mb,
+    send_request,
     timed,
     write_figures,
 )
@@ -70,11 +71,8 @@ class RawReader:
         self.sandbox_id = self.call("sandbox/create", {"spec": {"source": "host_directory"}})["status"]["id"]
 
     def send(self, method: str, params: dict[str, Any]) -> int:
-        assert self.process.stdin is not None
         self._ids += 1
-        self.process.stdin.write(json.dumps({"jsonrpc": "2.0", "id": self._ids, "method": method,
-                                             "params": params}).encode() + b"\n")
-        self.process.stdin.flush()
+        send_request(self.process, self._ids, method, params)
         return self._ids
 
     def answer(self, request_id: int) -> tuple[Any, int]:

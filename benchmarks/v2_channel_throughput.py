@@ -49,7 +49,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # _measure, when run as a script
 
-from _measure import MIB, PASS_ENV, byte_count, end_plugin
+from _measure import MIB, PASS_ENV, byte_count, end_plugin, send_request
 
 from conformance.adapter import ExecRequest, SandboxRequest
 from conformance.providers import ProviderConfig, open_provider, reference_plugin_argv
@@ -111,11 +111,8 @@ class RawHost:
                     self._arrived.notify_all()
 
     def send(self, method: str, params: dict[str, Any]) -> int:
-        assert self.process.stdin is not None
         self._ids += 1
-        self.process.stdin.write(json.dumps({"jsonrpc": "2.0", "id": self._ids, "method": method,
-                                             "params": params}).encode() + b"\n")
-        self.process.stdin.flush()
+        send_request(self.process, self._ids, method, params)
         return self._ids
 
     def result(self, request_id: int, timeout_s: float = 600.0) -> Any:

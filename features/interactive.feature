@@ -64,6 +64,14 @@ Feature: Interactive processes, terminals and logs
     When I open a stdio process running `head -c 8192 /dev/zero | tr '\0' e >&2`
     Then waiting for the process reports a stderr tail of exactly 8192 letters e
 
+  @id:stdio-output-after-exit @req:SDP1-023 @req:SDP1-108 @req:SKETCH-013 @must @cap:exec.stdio_process
+  Scenario: What a process wrote before it ended is read in full after it ended
+    # Read only once the process has surely exited: output still queued then must not be lost.
+    Given a sandbox
+    When I open a stdio process running `printf 'last words'`
+    And I let the process end before reading its output
+    Then the process's output is "last words"
+
   @id:stdio-env @req:SDP1-023 @req:SKETCH-013 @must @cap:exec.stdio_process
   Scenario: A stdio process gets the variables it was opened with
     Given a sandbox

@@ -65,7 +65,25 @@ def run_cli(*args: str, report_dir: Path | None = None, timeout: float = 300, en
     command = [sys.executable, "-m", "conformance.cli", *args]
     if report_dir is not None:
         command += ["--report-dir", str(report_dir)]
-    completed = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
+    completed = subprocess.run(command, check=False, capture_output=True, text=True, timeout=timeout, env=env, cwd=cwd)
     return SuiteRun(completed.returncode, completed.stdout, completed.stderr, report_dir or Path("reports"))
 
 
+USAGE_LINE = "sandbox-conformance: error: "
+
+
+def cli_main(capsys: Any, *argv: str) -> tuple[int, str, str]:
+    """The CLI run in this process: its exit code and what it printed (pytest's ``capsys`` captures it)."""
+    from conformance import cli
+
+    code = cli.main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def one_usage_line(code: int, err: str) -> str:
+    """Bad input's answer: exit 2 and one line naming the problem, never a traceback; that line."""
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1, (code, err)
+    assert lines[0].startswith(USAGE_LINE) and "Traceback" not in err, lines[0]
+    return lines[0]

@@ -21,9 +21,7 @@ import pytest
 
 from conformance import cli, config_file
 from conformance.config import RunConfig
-from tests.helpers import LAUNCHER, REPO, mutant_command, plugin_command
-
-ONE_LINE = "sandbox-conformance: error: "
+from tests.helpers import LAUNCHER, REPO, cli_main, mutant_command, one_usage_line, plugin_command
 
 
 def _write(path: Path, text: str) -> Path:
@@ -32,17 +30,7 @@ def _write(path: Path, text: str) -> Path:
     return path
 
 
-def _main(capsys, *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
-
-def _one_line(code: int, err: str) -> str:
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert code == 2 and len(lines) == 1, (code, err)
-    assert lines[0].startswith(ONE_LINE) and "Traceback" not in err, lines[0]
-    return lines[0]
 
 
 def _config(argv: list[str]) -> RunConfig:
@@ -120,14 +108,14 @@ def test_a_wrong_key_or_type_is_one_line_naming_the_file_and_the_key(text, fragm
                                                                        capsys) -> None:
     path = _write(tmp_path / "sandbox-conformance.toml", text)
     monkeypatch.chdir(tmp_path)
-    line = _one_line(*_main(capsys, "run")[::2])
+    line = one_usage_line(*cli_main(capsys, "run")[::2])
     assert str(path) in line and fragment in line, line
 
 
 def test_a_pyproject_key_is_named_with_its_table(tmp_path, monkeypatch, capsys) -> None:
     _write(tmp_path / "pyproject.toml", "[tool.sandbox-conformance.providers.mine]\nplugin = 7\n")
     monkeypatch.chdir(tmp_path)
-    line = _one_line(*_main(capsys, "run")[::2])
+    line = one_usage_line(*cli_main(capsys, "run")[::2])
     assert "key 'tool.sandbox-conformance.providers.mine.plugin' must be a string, got 7" in line
 
 
@@ -135,7 +123,7 @@ def test_a_mistyped_env_is_reported_without_its_value(tmp_path, monkeypatch, cap
     secret = f"secret-{secrets.token_hex(8)}"
     _write(tmp_path / "sandbox-conformance.toml", f'[providers.mine]\nplugin = "p"\nenv = "{secret}"\n')
     monkeypatch.chdir(tmp_path)
-    line = _one_line(*_main(capsys, "run")[::2])
+    line = one_usage_line(*cli_main(capsys, "run")[::2])
     assert "key 'providers.mine.env' must be a table, got a string" in line and secret not in line
 
 
@@ -144,14 +132,14 @@ def test_a_bad_env_name_is_refused_without_its_value(env_table, tmp_path, monkey
     secret = f"secret-{secrets.token_hex(8)}"
     _write(tmp_path / "sandbox-conformance.toml", f'[providers.mine]\nplugin = "p"\nenv = {env_table % secret}\n')
     monkeypatch.chdir(tmp_path)
-    line = _one_line(*_main(capsys, "run")[::2])
+    line = one_usage_line(*cli_main(capsys, "run")[::2])
     assert "key 'providers.mine.env': env name" in line and secret not in line, line
 
 
 @pytest.mark.parametrize("pair", ["=%s", "%s"])
 def test_a_bad_env_flag_is_refused_without_its_value(pair, tmp_path, capsys) -> None:
     secret = f"secret-{secrets.token_hex(8)}"
-    line = _one_line(*_main(capsys, "run", "--no-config", "--plugin", "p", "--env", pair % secret)[::2])
+    line = one_usage_line(*cli_main(capsys, "run", "--no-config", "--plugin", "p", "--env", pair % secret)[::2])
     assert "--env expects NAME=VALUE" in line and secret not in line, line
 
 
@@ -181,24 +169,24 @@ def test_good_names_and_values_pass_the_checks_that_refuse_bad_ones(tmp_path, mo
     (["--config", "nowhere.toml"], "--config nowhere.toml: no such file"),
     (["--config", "sandbox-conformance.toml", "--no-config"], "not allowed with argument --config"),
 ])
-def test_bad_config_flags_are_one_line(argv, fragment, tmp_path, monkeypatch, capsys) -> None:
+def test_bad_config_flags_areone_usage_line(argv, fragment, tmp_path, monkeypatch, capsys) -> None:
     _write(tmp_path / "sandbox-conformance.toml", '[providers.mine]\nplugin = "p"\n')
     monkeypatch.chdir(tmp_path)
-    assert fragment in _one_line(*_main(capsys, "run", *argv)[::2])
+    assert fragment in one_usage_line(*cli_main(capsys, "run", *argv)[::2])
 
 
 def test_sweep_cannot_start_an_image_provider_from_the_file(tmp_path, monkeypatch, capsys) -> None:
     _write(tmp_path / "sandbox-conformance.toml", '[providers.boxed]\nimage = "team/provider:1"\n')
     monkeypatch.chdir(tmp_path)
-    line = _one_line(*_main(capsys, "sweep", "--run-id", "run-x")[::2])
+    line = one_usage_line(*cli_main(capsys, "sweep", "--run-id", "run-x")[::2])
     assert "key 'providers.boxed.image' is started by `run`; this command needs a running provider" in line
 
 
 def test_several_providers_without_a_default_ask_for_one(tmp_path, monkeypatch, capsys) -> None:
     _write(tmp_path / "sandbox-conformance.toml", '[providers.a]\nplugin = "p"\n[providers.b]\nplugin = "q"\n')
     monkeypatch.chdir(tmp_path)
-    assert "names 2 providers and no default 'provider': give --provider (a, b)" in _one_line(
-        *_main(capsys, "run")[::2])
+    assert "names 2 providers and no default 'provider': give --provider (a, b)" in one_usage_line(
+        *cli_main(capsys, "run")[::2])
     assert _config(["--provider", "b"]).provider.plugin == "q"  # the control: naming one settles it
 
 
@@ -326,7 +314,7 @@ def test_a_wrong_pin_stops_the_plugin_before_it_starts(command, tmp_path, monkey
     actual = hashlib.sha256(plugin.read_bytes()).hexdigest()
     _write(tmp_path / "sandbox-conformance.toml", f'[providers.p]\nplugin = "{plugin}"\nsha256 = "{"0" * 64}"\n')
     monkeypatch.chdir(tmp_path)
-    line = _one_line(*_main(capsys, *command)[::2])
+    line = one_usage_line(*cli_main(capsys, *command)[::2])
     assert f"does not match its sha256 pin: expected {'0' * 64}, got {actual}" in line
     assert not marker.exists(), "the plugin was started despite its pin"
 
@@ -336,7 +324,7 @@ def test_the_right_pin_lets_a_sweep_start_the_plugin(tmp_path, monkeypatch, caps
     digest = hashlib.sha256(plugin.read_bytes()).hexdigest()
     _write(tmp_path / "sandbox-conformance.toml", f'[providers.p]\nplugin = "{plugin}"\nsha256 = "{digest}"\n')
     monkeypatch.chdir(tmp_path)
-    code, out, err = _main(capsys, "sweep", "--run-id", "run-nothing-here")
+    code, out, err = cli_main(capsys, "sweep", "--run-id", "run-nothing-here")
     assert code == 0 and "nothing to delete" in out, err
     assert marker.exists()
 
@@ -360,7 +348,7 @@ def test_a_run_from_the_file_hides_its_env_and_reproduces_from_it(tmp_path, monk
         """)
     monkeypatch.chdir(path.parent)
     monkeypatch.setattr(sys, "argv", ["cli.py"])  # as `python -m conformance.cli` (an xdist worker's argv is "-c")
-    code, out, err = _main(capsys, "run")
+    code, out, err = cli_main(capsys, "run")
     reports = path.parent / "out"
     assert code == 1, err  # the mutant echoes its env into a failing delete
     results = json.loads((reports / "results.json").read_text())

@@ -20,22 +20,12 @@ from conformance import cli, config_file, doctor
 from conformance.reporting.baseline import Baseline
 from conformance.scaffold import BASELINE, WORKFLOW
 from tests import inprocess
-from tests.helpers import REPO, plugin_command
+from tests.helpers import REPO, cli_main, one_usage_line, plugin_command
 
-ONE_LINE = "sandbox-conformance: error: "
 PYTHON_SHA256 = hashlib.sha256(Path(sys.executable).resolve().read_bytes()).hexdigest()
 
 
-def _main(capsys, *argv: str) -> tuple[int, str, str]:
-    code = cli.main(list(argv))
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
-
-def _one_line(code: int, err: str) -> str:
-    lines = [line for line in err.splitlines() if line.strip()]
-    assert code == 2 and len(lines) == 1 and lines[0].startswith(ONE_LINE), (code, err)
-    return lines[0]
 
 
 def _script(path: Path, body: str, mode: int = 0o755) -> Path:
@@ -59,7 +49,7 @@ def _verdict(out: str, fragment: str) -> str:
 
 
 def test_init_writes_a_pinned_config_a_workflow_and_an_empty_baseline(tmp_path, capsys) -> None:
-    code, out, err = _main(capsys, "init", "--plugin", plugin_command(), "--name", "ref", "--dir", str(tmp_path))
+    code, out, err = cli_main(capsys, "init", "--plugin", plugin_command(), "--name", "ref", "--dir", str(tmp_path))
     assert code == 0, err
     written = [tmp_path / "sandbox-conformance.toml", tmp_path / WORKFLOW, tmp_path / BASELINE]
     assert out.splitlines() == [f"wrote {path}" for path in written]
@@ -72,7 +62,7 @@ def test_init_writes_a_pinned_config_a_workflow_and_an_empty_baseline(tmp_path, 
 
 def test_init_workflow_runs_the_composite_action_with_the_file(tmp_path, capsys) -> None:
     """Not `pip install sandbox-conformance` (the suite is not on PyPI): the repository's own action."""
-    assert _main(capsys, "init", "--plugin", plugin_command(), "--dir", str(tmp_path))[0] == 0
+    assert cli_main(capsys, "init", "--plugin", plugin_command(), "--dir", str(tmp_path))[0] == 0
     text = (tmp_path / WORKFLOW).read_text()
     steps = yaml.safe_load(text)["jobs"]["conformance"]["steps"]
     suite = [step for step in steps if step.get("uses", "").startswith("OWNER/sandbox-conformance@")]
@@ -89,18 +79,18 @@ def test_init_in_another_dir_writes_a_plugin_path_that_resolves_from_the_file(tm
     plugin = _script(tmp_path / "plug", f"exec {plugin_command()}")
     (tmp_path / "sub").mkdir()
     monkeypatch.chdir(tmp_path)
-    assert _main(capsys, "init", "--plugin", "./plug --flag", "--dir", "sub")[0] == 0
+    assert cli_main(capsys, "init", "--plugin", "./plug --flag", "--dir", "sub")[0] == 0
     written = tmp_path / "sub" / "sandbox-conformance.toml"
     assert tomllib.loads(written.read_text())["providers"]["plug"]["plugin"] == "../plug --flag"
     monkeypatch.chdir(tmp_path / "sub")  # doctor from the file's directory finds, pins and starts it
-    code, out, err = _main(capsys, "doctor")
+    code, out, err = cli_main(capsys, "doctor")
     assert code == 0, out + err
     assert _verdict(out, f"plugin executable found: {plugin}") == "[ok]"
     assert _verdict(out, "sha256 pin matches") == "[ok]"
     # the control: an absolute path is written as given
     other = tmp_path / "other"
     other.mkdir()
-    assert _main(capsys, "init", "--plugin", str(plugin), "--dir", str(other))[0] == 0
+    assert cli_main(capsys, "init", "--plugin", str(plugin), "--dir", str(other))[0] == 0
     assert tomllib.loads((other / "sandbox-conformance.toml").read_text())["providers"]["plug"]["plugin"] == str(plugin)
 
 
@@ -110,44 +100,44 @@ def test_init_pins_the_script_an_interpreter_runs_and_names_the_provider_after_i
     script.write_text("from conformance.reference.host_plugin import main\nraise SystemExit(main())\n")
     (tmp_path / "sub").mkdir()
     monkeypatch.chdir(tmp_path)
-    assert _main(capsys, "init", "--plugin", f"{sys.executable} ./my_plugin.py", "--dir", "sub")[0] == 0
+    assert cli_main(capsys, "init", "--plugin", f"{sys.executable} ./my_plugin.py", "--dir", "sub")[0] == 0
     provider = tomllib.loads((tmp_path / "sub" / "sandbox-conformance.toml").read_text())["providers"]["my_plugin"]
     assert provider["sha256"] == hashlib.sha256(script.read_bytes()).hexdigest() != PYTHON_SHA256
     assert provider["plugin"] == f"{sys.executable} ../my_plugin.py"  # resolves from the file, like a plugin path
     (tmp_path / "elsewhere").mkdir()
     monkeypatch.chdir(tmp_path / "elsewhere")  # the script is found from the file, not the working directory
-    code, out, err = _main(capsys, "doctor", "--config", str(tmp_path / "sub" / "sandbox-conformance.toml"))
+    code, out, err = cli_main(capsys, "doctor", "--config", str(tmp_path / "sub" / "sandbox-conformance.toml"))
     assert code == 0 and _verdict(out, "sha256 pin matches") == "[ok]", out + err
     script.write_text(script.read_text() + "# changed\n")  # what the pin is for: an edited script is refused
-    code, out, err = _main(capsys, "doctor", "--config", str(tmp_path / "sub" / "sandbox-conformance.toml"))
+    code, out, err = cli_main(capsys, "doctor", "--config", str(tmp_path / "sub" / "sandbox-conformance.toml"))
     assert code == 1 and _verdict(out, f"plugin script {script} does not match its sha256 pin") == "[FAIL]", out
     monkeypatch.chdir(tmp_path)  # without a pin, doctor shows the digest a pin of this command would have
-    code, out, _ = _main(capsys, "doctor", "--no-config", "--plugin", f"{sys.executable} my_plugin.py",
+    code, out, _ = cli_main(capsys, "doctor", "--no-config", "--plugin", f"{sys.executable} my_plugin.py",
                          "--report-dir", str(tmp_path / "reports"))
     digest = hashlib.sha256(script.read_bytes()).hexdigest()
     assert code == 0 and _verdict(out, f"sha256 pin: none (the script my_plugin.py's is {digest})") == "[--]", out
 
 
 def test_init_for_rest_and_image_providers_names_a_profile(tmp_path, capsys) -> None:
-    assert _main(capsys, "init", "--rest", "http://127.0.0.1:8889", "--dir", str(tmp_path))[0] == 0
+    assert cli_main(capsys, "init", "--rest", "http://127.0.0.1:8889", "--dir", str(tmp_path))[0] == 0
     table = tomllib.loads((tmp_path / "sandbox-conformance.toml").read_text())
     assert table["providers"]["127-0-0-1"] == {"rest": "http://127.0.0.1:8889", "profile": "forkd", "call-timeout": 30}
     other = tmp_path / "other"
     other.mkdir()
-    assert _main(capsys, "init", "--image", "registry.test/team/forkd:1.2", "--dir", str(other))[0] == 0
+    assert cli_main(capsys, "init", "--image", "registry.test/team/forkd:1.2", "--dir", str(other))[0] == 0
     assert "forkd" in config_file.load(other / "sandbox-conformance.toml").providers
     dotted = tmp_path / "dotted"
     dotted.mkdir()
-    assert _main(capsys, "init", "--rest", "http://x", "--name", "my.provider", "--dir", str(dotted))[0] == 0
+    assert cli_main(capsys, "init", "--rest", "http://x", "--name", "my.provider", "--dir", str(dotted))[0] == 0
     assert list(config_file.load(dotted / "sandbox-conformance.toml").providers) == ["my.provider"]
 
 
 def test_init_refuses_to_overwrite_without_force(tmp_path, capsys) -> None:
     (tmp_path / BASELINE).write_text("expected_failures: [{id: exec-env, reason: mine}]\n")
-    line = _one_line(*_main(capsys, "init", "--plugin", plugin_command(), "--dir", str(tmp_path))[::2])
+    line = one_usage_line(*cli_main(capsys, "init", "--plugin", plugin_command(), "--dir", str(tmp_path))[::2])
     assert f"{tmp_path / BASELINE} exists (give --force to overwrite it)" in line
     assert not (tmp_path / "sandbox-conformance.toml").exists(), "nothing is written when one file is refused"
-    assert _main(capsys, "init", "--plugin", plugin_command(), "--dir", str(tmp_path), "--force")[0] == 0
+    assert cli_main(capsys, "init", "--plugin", plugin_command(), "--dir", str(tmp_path), "--force")[0] == 0
     assert Baseline.load(tmp_path / BASELINE).entries == []
 
 
@@ -158,17 +148,17 @@ def test_init_refuses_to_overwrite_without_force(tmp_path, capsys) -> None:
     (["--rest", "http://x", "--dir", "/nonexistent/dir"], "--dir /nonexistent/dir: no such directory"),
     ([], "one of the arguments --plugin --rest --image is required"),
 ])
-def test_init_bad_input_is_one_line(argv, fragment, capsys) -> None:
-    assert fragment in _one_line(*_main(capsys, "init", *argv)[::2])
+def test_init_bad_input_isone_usage_line(argv, fragment, capsys) -> None:
+    assert fragment in one_usage_line(*cli_main(capsys, "init", *argv)[::2])
 
 
 # -- doctor ------------------------------------------------------------------------------------------
 
 
 def test_doctor_passes_the_reference_plugin_from_an_init_config(tmp_path, monkeypatch, capsys) -> None:
-    assert _main(capsys, "init", "--plugin", plugin_command(), "--name", "ref", "--dir", str(tmp_path))[0] == 0
+    assert cli_main(capsys, "init", "--plugin", plugin_command(), "--name", "ref", "--dir", str(tmp_path))[0] == 0
     monkeypatch.chdir(tmp_path)
-    code, out, err = _main(capsys, "doctor")
+    code, out, err = cli_main(capsys, "doctor")
     assert code == 0, out + err
     assert set(_lines(out).values()) <= {"[ok]", "[--]"}, out
     assert _verdict(out, f"configuration file {tmp_path / 'sandbox-conformance.toml'}, provider ref") == "[ok]"
@@ -181,7 +171,7 @@ def test_doctor_passes_the_reference_plugin_from_an_init_config(tmp_path, monkey
 
 
 def test_doctor_without_a_pin_says_so_and_shows_the_digest(tmp_path, capsys) -> None:
-    code, out, _ = _main(capsys, "doctor", "--no-config", "--plugin", plugin_command(),
+    code, out, _ = cli_main(capsys, "doctor", "--no-config", "--plugin", plugin_command(),
                          "--report-dir", str(tmp_path))
     assert code == 0 and _verdict(out, f"sha256 pin: none (the executable's is {PYTHON_SHA256})") == "[--]"
 
@@ -189,7 +179,7 @@ def test_doctor_without_a_pin_says_so_and_shows_the_digest(tmp_path, capsys) -> 
 def _doctor_with(tmp_path: Path, monkeypatch, capsys, provider: str) -> tuple[int, str]:
     (tmp_path / "sandbox-conformance.toml").write_text(f"[providers.p]\n{provider}\n")
     monkeypatch.chdir(tmp_path)
-    code, out, err = _main(capsys, "doctor")
+    code, out, err = cli_main(capsys, "doctor")
     assert err == "", err
     return code, out
 
@@ -224,7 +214,7 @@ def test_doctor_fails_a_plugin_that_exits_at_once_without_showing_its_secrets(tm
 
 
 def test_doctor_fails_a_missing_plugin_and_an_unwritable_report_dir(tmp_path, capsys) -> None:
-    code, out, _ = _main(capsys, "doctor", "--no-config", "--plugin", "/nonexistent/plugin",
+    code, out, _ = cli_main(capsys, "doctor", "--no-config", "--plugin", "/nonexistent/plugin",
                          "--report-dir", "/proc/forbidden")
     assert code == 1
     assert _verdict(out, "plugin executable not found: /nonexistent/plugin") == "[FAIL]"
@@ -235,11 +225,11 @@ def test_doctor_checks_a_rest_provider_health(tmp_path, monkeypatch, capsys) -> 
     token = f"token-{secrets.token_hex(8)}"
     monkeypatch.setenv("FORKD_TOKEN", token)
     with inprocess.rest_server(token, log=[]) as url:
-        code, out, _ = _main(capsys, "doctor", "--no-config", "--rest", url, "--report-dir", str(tmp_path))
+        code, out, _ = cli_main(capsys, "doctor", "--no-config", "--rest", url, "--report-dir", str(tmp_path))
     assert code == 0, out
     assert _verdict(out, f"REST provider {url} answers its health check") == "[ok]"
     assert _verdict(out, "not used by a REST provider") == "[--]"
-    code, out, _ = _main(capsys, "doctor", "--no-config", "--rest", "http://127.0.0.1:9", "--call-timeout", "2",
+    code, out, _ = cli_main(capsys, "doctor", "--no-config", "--rest", "http://127.0.0.1:9", "--call-timeout", "2",
                          "--report-dir", str(tmp_path))
     assert code == 1 and _verdict(out, "REST provider http://127.0.0.1:9 unreachable") == "[FAIL]"
     assert token not in out
@@ -247,19 +237,19 @@ def test_doctor_checks_a_rest_provider_health(tmp_path, monkeypatch, capsys) -> 
 
 def test_doctor_needs_a_docker_engine_for_an_image_only(tmp_path, monkeypatch, capsys) -> None:
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-docker.sock")
-    code, out, _ = _main(capsys, "doctor", "--no-config", "--image", "any/image:1", "--report-dir", str(tmp_path))
+    code, out, _ = cli_main(capsys, "doctor", "--no-config", "--image", "any/image:1", "--report-dir", str(tmp_path))
     assert code == 1 and _verdict(out, "Docker engine unreachable") == "[FAIL]"
     assert _verdict(out, "health check: not tried") == "[--]"
 
 
 @pytest.mark.docker
 def test_doctor_reaches_the_docker_engine(docker_engine, tmp_path, capsys) -> None:
-    code, out, _ = _main(capsys, "doctor", "--no-config", "--image", "any/image:1", "--report-dir", str(tmp_path))
+    code, out, _ = cli_main(capsys, "doctor", "--no-config", "--image", "any/image:1", "--report-dir", str(tmp_path))
     assert code == 0 and _verdict(out, f"Docker engine reachable (version {docker_engine})") == "[ok]"
 
 
 def test_doctor_bad_input_is_exit_2(capsys) -> None:
-    line = _one_line(*_main(capsys, "doctor", "--no-config", "--call-timeout", "0")[::2])
+    line = one_usage_line(*cli_main(capsys, "doctor", "--no-config", "--call-timeout", "0")[::2])
     assert "--call-timeout must be a positive number of seconds" in line
 
 
