@@ -357,6 +357,13 @@ def test_shards_of_an_image_run_merge_although_each_container_had_its_own_port(r
     assert merged["run"]["shards"] == 2 and not (tmp_path / "merged" / "matrix.json").exists()
     assert {s["id"]: s["outcome"] for s in merged["scenarios"] if s["outcome"] != "disabled"} == {
         "delete-unknown": "passed", "delete-twice": "passed"}
+    # Beside another provider, the image run's column names its image, not one shard's container URL.
+    _, made = runs
+    assert cli.main(["report", "merge", *paths, results(made["reference"]), "--out", str(tmp_path / "matrix")]) == 0
+    table = json.loads((tmp_path / "matrix" / "matrix.json").read_text())
+    described = sorted(provider["command"] for provider in table["providers"])
+    assert described == sorted(["image registry.example/forkd:1",
+                                made["reference"].results["provider"]["command"]]), described  # a command stays
 
 
 def test_two_images_or_two_commands_are_still_two_providers(runs):

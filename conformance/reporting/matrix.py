@@ -88,6 +88,8 @@ def build(runs: list[dict[str, Any]], labels: list[str] | None = None) -> dict[s
         providers.append({
             "slug": slug(label), "label": label,
             **{key: str(document["provider"].get(key, "")) for key in PROVIDER_FIELDS},
+            # An --image run's recorded command is one container's URL (each shard had its own): the image names it.
+            **({"command": f"image {document['provider']['image']}"} if document["provider"].get("image") else {}),
             "run_id": document["run"]["id"],
             "shards": document["run"].get("shards", 1),
             "results": f"{slug(label)}/results.json",
