@@ -52,6 +52,17 @@ CAPABILITIES: dict[str, Any] = {
 }
 
 
+def recv_exactly(sock: socket.socket, size: int) -> bytes:
+    """``size`` bytes from a data channel socket; EOFError when it ends first (the test peers' one reader)."""
+    data = b""
+    while len(data) < size:
+        chunk = sock.recv(size - len(data))
+        if not chunk:
+            raise EOFError
+        data += chunk
+    return data
+
+
 class _Channel:
     """The plugin's side of one data channel."""
 
@@ -74,13 +85,7 @@ class _Channel:
                 return  # the host closed the channel (after a bad frame): the answer still goes out
 
     def _exact(self, size: int) -> bytes:
-        data = b""
-        while len(data) < size:
-            chunk = self.sock.recv(size - len(data))
-            if not chunk:
-                raise EOFError
-            data += chunk
-        return data
+        return recv_exactly(self.sock, size)
 
     def header(self) -> tuple[int, int]:
         return HEADER.unpack(self._exact(HEADER.size))

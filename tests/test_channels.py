@@ -33,6 +33,7 @@ from conformance.transports.channels import (
 )
 from conformance.transports.memory import InProcessTransport
 from conformance.transports.process import ProcessTransport, scrubbed_environment
+from tests.fake_v2_plugin import recv_exactly
 
 OURSELVES = {os.getpid()}
 
@@ -65,13 +66,7 @@ class Plugin:
         self.send(frame(OPEN, json.dumps({**channel.request, **members}).encode()) + then)
 
     def recv_exactly(self, size: int) -> bytes:
-        data = b""
-        while len(data) < size:
-            chunk = self.sock.recv(size - len(data))
-            if not chunk:
-                raise EOFError
-            data += chunk
-        return data
+        return recv_exactly(self.sock, size)
 
     def recv_frame(self) -> tuple[int, bytes]:
         kind, length = HEADER.unpack(self.recv_exactly(HEADER.size))

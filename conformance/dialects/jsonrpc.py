@@ -29,8 +29,7 @@ from conformance.errors import (
 )
 from conformance.schemas import SchemaProblem
 from conformance.transcript import REDACTOR
-from conformance.transports.base import LineTransport
-from conformance.transports.process import EXIT_GRACE_S
+from conformance.transports.base import EXIT_GRACE_S, LineTransport
 
 Observer = Callable[[str, str, str], None]  # (channel, direction, text)
 

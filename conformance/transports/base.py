@@ -8,6 +8,11 @@ from collections import deque
 from collections.abc import Callable
 from typing import Protocol
 
+# How long a plugin has to exit once its input closed (after a shutdown, where one was sent): upstream's
+# host waits 5 s after the shutdown answer before it kills, and session.feature judges 5 s; a shorter grace
+# here reported, on a loaded machine, plugins the host itself would have let exit.
+EXIT_GRACE_S = 5.0
+
 
 class LineTransport(Protocol):
     """A peer that exchanges newline-terminated frames.

@@ -13,16 +13,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from conformance.errors import ProviderStartError
-from conformance.transports.base import StderrTail, pump_lines
+from conformance.transports.base import EXIT_GRACE_S, StderrTail, pump_lines
 
 # Variables a plugin needs to run at all; everything else must be declared by the user.
 BASELINE_ENVIRONMENT = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "USER", "LOGNAME", "TZ")
 
-
-# How long a plugin has to exit once its input closed (after a shutdown, where one was sent): upstream's
-# host waits 5 s after the shutdown answer before it kills, and session.feature judges 5 s; a shorter grace
-# here reported, on a loaded machine, plugins the host itself would have let exit.
-EXIT_GRACE_S = 5.0
 
 
 def scrubbed_environment(

@@ -29,6 +29,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from tests.redteam.selfcheck_client import err, kind
+
 PY = sys.executable
 HONEST = [PY, "-m", "conformance.reference.host_plugin", "--dialect", "sandbox-driver-v2"]
 PREFIX = "v2b1_"
@@ -396,14 +398,6 @@ class Plugin:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-
-
-def err(resp: dict | None) -> dict:
-    return (resp or {}).get("error") or {}
-
-
-def kind(resp: dict | None) -> str | None:
-    return ((err(resp).get("data") or {}).get("report") or {}).get("kind")
 
 
 def detail(resp: dict | None) -> dict:
