@@ -71,7 +71,11 @@ class HostChannel:
         return b"".join(payload for k, payload in self.frames if k == kind)
 
     def bind(self, sock: socket.socket, payload: dict[str, Any], consumed: int) -> None:
-        self.sock, self.open_payload, self._consumed = sock, payload, consumed
+        with self._lock:
+            self.sock, self.open_payload, self._consumed = sock, payload, consumed
+            if self.answered_at is not None:  # the answer was read before this host bound the channel
+                self.answered_at = None
+                self._mark_answered_locked()
         self.opened.set()
         threading.Thread(target=self._read, daemon=True).start()
 
@@ -114,9 +118,15 @@ class HostChannel:
 
     def mark_answered(self) -> None:
         with self._lock:
-            pending = struct.unpack("i", fcntl.ioctl(self.sock.fileno(), termios.FIONREAD, b"\0" * 4))[0] \
-                if self.sock is not None and self.sock.fileno() >= 0 else 0
-            self.answered_at = self._consumed + pending
+            self._mark_answered_locked()
+
+    def _mark_answered_locked(self) -> None:
+        """Where the wire was: what was read plus what waits in the socket. Before the bind (a busy test
+        thread can accept the channel after reading the answer) there is no socket yet: the bind marks it
+        again, then counting all that had arrived by the bind."""
+        pending = struct.unpack("i", fcntl.ioctl(self.sock.fileno(), termios.FIONREAD, b"\0" * 4))[0] \
+            if self.sock is not None and self.sock.fileno() >= 0 else 0
+        self.answered_at = self._consumed + pending
 
     @property
     def eof_before_answer(self) -> bool:
