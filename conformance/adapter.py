@@ -109,6 +109,35 @@ class EventRoute:
         return [e for e in self.received if e.action == action]
 
 
+# The network policies a sandbox can be asked for (sandbox-driver's NetworkPolicy), each with the capability
+# flag that offers it; "provider_default" is what a create that asks for none gets, offered by every provider.
+NETWORK_POLICY_FLAGS: dict[str, str | None] = {
+    "provider_default": None,
+    "allow_all": "network.allow_all",
+    "block": "network.block_all",  # the flag is block_all, the policy block
+    "cidr_allow_list": "network.cidr_allow_list",
+    "domain_allow_list": "network.domain_allow_list",
+}
+NETWORK_FLAGS = tuple(flag for flag in NETWORK_POLICY_FLAGS.values() if flag) + ("network.outbound_proxy",)
+
+
+@dataclass(frozen=True)
+class NetworkPolicy:
+    """A sandbox's network policy in neutral terms: ``kind`` is a key of ``NETWORK_POLICY_FLAGS`` (or, read
+    from a provider, whatever it reported); ``allowed`` the CIDRs or domain names of an allow-list."""
+
+    kind: str
+    allowed: tuple[str, ...] = ()
+
+    @property
+    def capability(self) -> str | None:
+        """The capability flag that offers this policy (None for the provider's default)."""
+        return NETWORK_POLICY_FLAGS.get(self.kind)
+
+    def describe(self) -> str:
+        return f"{self.kind} {list(self.allowed)}" if self.kind.endswith("_allow_list") else self.kind
+
+
 @dataclass
 class SandboxRequest:
     """What a scenario asks of a new sandbox, merged by the dialect into its own creation spec."""
@@ -121,6 +150,7 @@ class SandboxRequest:
     extra: dict[str, Any] = field(default_factory=dict)  # dialect-level fields a scenario sets on purpose
     events: EventRoute | None = None
     from_snapshot: str | None = None  # start from this snapshot (by name, or a sketch snapshot tag)
+    network: NetworkPolicy | None = None  # None: the create asks for no policy (the provider's default)
 
 
 @dataclass(frozen=True)
@@ -130,6 +160,8 @@ class SandboxStatus:
     name: str | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
     raw: Any = None
+    # the network policy the status reports, where the dialect's status carries one and it reports it
+    network: NetworkPolicy | None = None
 
 
 @dataclass(frozen=True)

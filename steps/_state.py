@@ -18,6 +18,7 @@ from conformance.adapter import (
     ChannelRecord,
     EventRoute,
     ExecOutcome,
+    NetworkPolicy,
     PlatformInfo,
     RunningExec,
     RunningFollow,
@@ -207,7 +208,7 @@ class LifecycleState:
 
 @dataclass
 class GapsState:
-    """The three gaps (features/gaps/)."""
+    """The four gaps (features/gaps/)."""
 
     # the sandbox created from a filesystem snapshot of the scenario's sandbox
     branch: SandboxHandle | None = None
@@ -220,6 +221,8 @@ class GapsState:
     cpu_cores: int | None = None
     # what the command was sent to: "a sandbox id that was never issued" or "a deleted sandbox"
     exec_target: str | None = None
+    # the network policy the create (or the change of a running sandbox's policy) asked for
+    network: NetworkPolicy | None = None
 
 
 @dataclass

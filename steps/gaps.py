@@ -1,4 +1,5 @@
-"""Steps for the three gaps (features/gaps/): snapshots and branches, resource sizing, ran versus infra.
+"""Steps for the four gaps (features/gaps/): snapshots and branches, resource sizing, ran versus infra,
+network policies.
 
 A gap has more than one honest answer — do it, or refuse it clearly — and one dishonest one: accept it
 and silently not do it. Each verdict step records which honest answer the provider gave
@@ -7,11 +8,24 @@ and silently not do it. Each verdict step records which honest answer the provid
 
 from __future__ import annotations
 
+import os
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
 import pytest
 from pytest_bdd import given, parsers, then, when
 
-from conformance.adapter import ExecOutcome, ExecRequest, SandboxHandle, SandboxRequest
-from conformance.errors import ApplicationErrorAnswer
+from conformance.adapter import (
+    NETWORK_FLAGS,
+    ExecOutcome,
+    ExecRequest,
+    NetworkPolicy,
+    SandboxHandle,
+    SandboxRequest,
+)
+from conformance.errors import ApplicationErrorAnswer, CapabilityNotDeclared, NotExpressible
 
 from ._shared import MARKER_FILE, Attempt, World, attempt, cleanup, expect, run_ok
 
@@ -326,3 +340,264 @@ def _(world: World) -> None:
            f"{outcome.describe()}, which a host would read as the command's own verdict")
     world.note_finding("GAP-3", "supported", f"answered an error: {outcome.error}")
 
+
+# -- GAP 4: network policies ---------------------------------------------------------------------
+
+# The policies a scenario names, in words. The allow-lists hold documentation ranges and names (RFC 5737,
+# RFC 2606): nothing is ever sent to them.
+NETWORK_POLICIES = {
+    "blocked": NetworkPolicy("block"),
+    "allow all": NetworkPolicy("allow_all"),
+    "a CIDR allow-list": NetworkPolicy("cidr_allow_list", ("192.0.2.0/24", "198.51.100.0/24")),
+    "a domain allow-list": NetworkPolicy("domain_allow_list", ("example.com", "example.org")),
+    "an empty CIDR allow-list": NetworkPolicy("cidr_allow_list"),
+    "an empty domain allow-list": NetworkPolicy("domain_allow_list"),
+}
+NETWORK_POLICY_NAMES = "|".join(NETWORK_POLICIES)
+IFF_UP = 0x1
+RTF_REJECT = 0x200
+
+
+def _network_probe(port: int) -> str:
+    """What a sandbox shows of its network, from inside and without sending anything: its interfaces with
+    their flags, its IPv4 and IPv6 routes, and the TCP sockets of its network namespace on ``port``.
+    Files of /sys and /proc only (no ``ip``: not every image has it)."""
+    return (
+        'for d in /sys/class/net/*; do [ -e "$d" ] && printf "interface %s %s\\n" "${d##*/}" '
+        '"$(cat "$d/flags" 2>/dev/null)"; done; '
+        'cat /proc/net/route 2>/dev/null | while read -r dev dest rest; do printf "route %s %s 0\\n" "$dev" "$dest"; done; '
+        'cat /proc/net/ipv6_route 2>/dev/null | while read -r dest plen src slen hop metric ref use flags dev; do '
+        'printf "route %s %s/%s %s\\n" "$dev" "$dest" "$plen" "$flags"; done; '
+        f'cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | grep -i ":{port:04X} " | while read -r line; do '
+        'printf "socket %s\\n" "$line"; done; true'
+    )
+
+
+@dataclass
+class NetworkView:
+    """A sandbox's network as it sees it: interfaces (name → flags), routes not on loopback (device,
+    destination), whether one is a default route, and whether the suite's own listening socket is among
+    its namespace's sockets."""
+
+    interfaces: dict[str, int | None] = field(default_factory=dict)
+    routes: list[tuple[str, str]] = field(default_factory=list)
+    default_route: bool = False
+    sees_the_suite: bool = False
+
+    def others(self) -> list[str]:
+        return sorted(name for name in self.interfaces if name != "lo")
+
+    def up(self) -> list[str]:
+        return [name for name in self.others() if (self.interfaces[name] or 0) & IFF_UP]
+
+
+def _read_view(output: bytes, port: int, inode: int) -> NetworkView:
+    view = NetworkView()
+    for line in output.decode(errors="replace").splitlines():
+        kind, _, rest = line.partition(" ")
+        fields = rest.split()
+        if kind == "interface" and fields:
+            try:
+                view.interfaces[fields[0]] = int(fields[1], 16) if len(fields) > 1 else None
+            except ValueError:
+                view.interfaces[fields[0]] = None
+        elif kind == "route" and len(fields) == 3 and fields[0] not in ("lo", "Iface"):
+            try:
+                rejected = int(fields[2], 16) & RTF_REJECT
+            except ValueError:
+                rejected = 0
+            if rejected:
+                continue
+            view.routes.append((fields[0], fields[1]))
+            if fields[1] in ("00000000", "0" * 32 + "/00"):
+                view.default_route = True
+        elif kind == "socket" and len(fields) >= 10:
+            # sl local_address rem_address st ... inode: listening (0A) on our port, with our socket's inode
+            local_port = fields[1].rpartition(":")[2]
+            if local_port.upper() == f"{port:04X}" and fields[3] == "0A" and fields[9] == str(inode):
+                view.sees_the_suite = True
+    return view
+
+
+@contextmanager
+def _suite_listener() -> Iterator[tuple[int, int]]:
+    """A socket the suite listens on at 127.0.0.1 while a sandbox looks at its network: (port, inode).
+    A sandbox on the network of the machine the suite runs on sees it among its sockets, whatever
+    interfaces that machine has; nothing ever connects to it."""
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        yield listener.getsockname()[1], os.fstat(listener.fileno()).st_ino
+
+
+def _look_at_network(world: World, sandbox_id: str) -> NetworkView:
+    with _suite_listener() as (port, inode):
+        output = run_ok(world, sandbox_id, _network_probe(port))
+        return _read_view(output, port, inode)
+
+
+def _not_blocked(view: NetworkView) -> list[str]:
+    """How a sandbox that should have no network but loopback shows that it has one."""
+    problems = []
+    if view.others():
+        problems.append(f"it has network interfaces besides loopback ({', '.join(view.others())})")
+    if view.routes:
+        problems.append("it has routes (" + ", ".join(f"{dest} via {dev}" for dev, dest in view.routes[:4]) + ")")
+    if view.sees_the_suite:
+        problems.append("a socket the suite listens on at 127.0.0.1 is among its sockets: it runs on the network of "
+                        "the machine the suite runs on")
+    return problems
+
+
+def _create_with_network(world: World, policy: NetworkPolicy) -> None:
+    world.gaps.network = policy
+    try:
+        world.last = attempt(lambda: world.create_sandbox(network=policy))
+    except NotExpressible as gap:
+        declared = [flag for flag in NETWORK_FLAGS if world.provider.capabilities.declares(flag)]
+        if declared:  # it says it offers network policies its dialect gives no way to ask for
+            world.note_finding("GAP-4", "declared but not expressible",
+                               f"{gap}; its capabilities declare {', '.join(declared)}")
+        raise
+
+
+def _asked_network(world: World) -> NetworkPolicy:
+    return world.require(world.gaps.network, "create or change asking for a network policy")
+
+
+def _refused_naming_network(world: World, what: str) -> bool:
+    """True when ``what`` was refused as invalid_spec naming network, by a provider that does not declare the
+    policy's flag; fails on any other refusal, and on a refusal of a declared policy."""
+    error = world.last.error
+    if error is None:
+        return False
+    policy = _asked_network(world)
+    flag = policy.capability
+    expect(not (flag and world.provider.capabilities.declares(flag)),
+           f"the provider declares {flag}, yet {what} failed: {error}")
+    expect(isinstance(error, ApplicationErrorAnswer) and error.kind == "invalid_spec"
+           and str((error.detail or {}).get("field", "")).startswith("network"),
+           f"{what} must be honoured, or refused as invalid_spec naming network; it answered: {error}")
+    return True
+
+
+def _status_agrees(world: World, sandbox_id: str, what: str) -> str:
+    """Fails when the sandbox's status reports a network policy other than the one asked; says what it reports."""
+    policy = _asked_network(world)
+    reported = world.provider.describe(sandbox_id).network
+    if reported is None:
+        return "its status reports no network policy"
+    expect(reported.kind == policy.kind and set(reported.allowed) == set(policy.allowed),
+           f"{what} was accepted, but the sandbox's status reports the network policy {reported.describe()}, "
+           f"not {policy.describe()}")
+    return f"its status reports {reported.describe()}"
+
+
+@when(parsers.re(rf"I create a sandbox whose network policy is (?P<policy>{NETWORK_POLICY_NAMES})$"))
+def _(world: World, policy: str) -> None:
+    _create_with_network(world, NETWORK_POLICIES[policy])
+
+
+@when(parsers.re(rf"I create a sandbox whose network policy is (?P<policy>{NETWORK_POLICY_NAMES}), which the "
+                 r"provider declares$"))
+def _(world: World, policy: str) -> None:
+    asked = NETWORK_POLICIES[policy]
+    if asked.capability and not world.provider.capabilities.declares(asked.capability):
+        raise CapabilityNotDeclared(asked.capability)
+    _create_with_network(world, asked)
+
+
+@then("the sandbox has no network but loopback, or the create was refused as invalid_spec naming network")
+def _(world: World) -> None:
+    what = "a create asking for a blocked network"
+    if _refused_naming_network(world, what):
+        world.note_finding("GAP-4", "refused", f"a blocked network was refused: {world.last.error}")
+        return
+    sandbox_id = world.require_sandbox().id
+    problems = _not_blocked(_look_at_network(world, sandbox_id))
+    expect(not problems, f"{what} was accepted, but inside the sandbox {'; '.join(problems)}: the policy was "
+                         "silently ignored")
+    reported = _status_agrees(world, sandbox_id, what)
+    world.note_finding("GAP-4", "supported", f"a blocked sandbox has nothing but loopback, and {reported}")
+
+
+@then("the sandbox has an interface besides loopback that is up, and a default route")
+def _(world: World) -> None:
+    world.last.expect_success("a create asking for an allow-all network (the provider declares network.allow_all)")
+    sandbox_id = world.require_sandbox().id
+    view = _look_at_network(world, sandbox_id)
+    expect(view.up() and view.default_route,
+           f"a create asking for an allow-all network was accepted, but inside the sandbox "
+           f"{'no interface besides loopback is up' if not view.up() else 'there is no default route'} "
+           f"(interfaces: {', '.join(sorted(view.interfaces)) or 'none'}): it has no usable network")
+    reported = _status_agrees(world, sandbox_id, "a create asking for an allow-all network")
+    world.note_finding("GAP-4", "supported", f"an allow-all sandbox has {', '.join(view.up())} up and a default "
+                                             f"route, and {reported}")
+
+
+@then(parsers.re(r"the create is accepted if the provider declares (?P<flag>network\.[a-z_]+), and refused as "
+                 r"invalid_spec naming network if not$"))
+def _(world: World, flag: str) -> None:
+    policy = _asked_network(world)
+    if policy.capability != flag:
+        raise AssertionError(f"the feature pairs the policy {policy.kind} with {flag}, not {policy.capability}")
+    what = f"a create asking for the network policy {policy.describe()}"
+    if world.provider.capabilities.declares(flag):
+        world.last.expect_success(f"{what} (the provider declares {flag})")
+        world.note_finding("GAP-4", "supported", f"{policy.kind} accepted, as {flag} declares")
+        return
+    expect(world.last.error is not None,
+           f"the provider declares {flag} false, yet {what} was accepted: a policy it does not offer must be "
+           "refused as invalid_spec naming network, never run some other way")
+    _refused_naming_network(world, what)
+    world.note_finding("GAP-4", "refused", f"{policy.kind} is not declared and was refused: {world.last.error}")
+
+
+@then("the create is refused as invalid_spec naming network, whatever the provider declares")
+def _(world: World) -> None:
+    policy = _asked_network(world)
+    error = world.last.error
+    expect(isinstance(error, ApplicationErrorAnswer) and error.kind == "invalid_spec"
+           and str((error.detail or {}).get("field", "")).startswith("network"),
+           f"a create asking for an empty {policy.kind} must be refused as invalid_spec naming network (an empty "
+           f"allow-list allows nothing it could name); "
+           + (f"it answered: {error}" if error is not None else
+              f"it was accepted, as sandbox {getattr(world.last.answer, 'id', world.last.answer)!r}"))
+    world.note_finding("GAP-4", "refused", f"an empty {policy.kind} was refused: {error}")
+
+
+@then("the sandbox is created, and its status reports that allow-list if it reports a network policy")
+def _(world: World) -> None:
+    policy = _asked_network(world)
+    what = f"a create asking for the network policy {policy.describe()}"
+    world.last.expect_success(f"{what} (the provider declares {policy.capability})")
+    reported = _status_agrees(world, world.require_sandbox().id, what)
+    # Which addresses it lets through cannot be seen without sending traffic: the status is what there is.
+    world.note_finding("GAP-4", "supported", f"{policy.kind} accepted, and {reported}")
+
+
+@when("I block the running sandbox's network")
+def _(world: World) -> None:
+    policy = world.gaps.network = NETWORK_POLICIES["blocked"]
+    world.last = attempt(lambda: world.invoke("update network", world.require_sandbox().id, network=policy))
+
+
+@then("the sandbox has no network but loopback, or the change was refused: as unsupported where "
+      "lifecycle.update_network is not declared, as invalid_spec naming network where network.block_all is not")
+def _(world: World) -> None:
+    what = "blocking a running sandbox's network"
+    caps = world.provider.capabilities
+    if world.last.error is not None and caps.declares("lifecycle.update_network"):
+        _refused_naming_network(world, what)
+        world.note_finding("GAP-4", "refused", f"network.block_all is not declared, and {what} was refused: "
+                                               f"{world.last.error}")
+        return
+    if _refused_as_unsupported(world, world.last, "lifecycle.update_network", what):
+        world.note_finding("GAP-4", "refused", f"lifecycle.update_network is not declared, and {what} was refused "
+                                               f"as unsupported")
+        return
+    sandbox_id = world.require_sandbox().id
+    problems = _not_blocked(_look_at_network(world, sandbox_id))
+    expect(not problems, f"{what} was accepted, but inside the sandbox {'; '.join(problems)}: the change was "
+                         "silently not made")
+    reported = _status_agrees(world, sandbox_id, what)
+    world.note_finding("GAP-4", "supported", f"once blocked, the running sandbox has nothing but loopback, and "
+                                             f"{reported}")

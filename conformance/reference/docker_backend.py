@@ -93,9 +93,11 @@ class DockerSandbox(HostSandbox):
     image: str = ""
     memory_mb: int | None = None
     cpu_cores: int | None = None
+    network: str | None = None  # the network policy asked for: "allow_all" or "block"; None for the default
 
     def record(self) -> dict[str, Any]:
-        return {**super().record(), "image": self.image, "memory_mb": self.memory_mb, "cpu_cores": self.cpu_cores}
+        return {**super().record(), "image": self.image, "memory_mb": self.memory_mb, "cpu_cores": self.cpu_cores,
+                "network": self.network}
 
 
 def cli_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -205,6 +207,7 @@ class DockerBackend(HostBackend):
             image=record.get("image", config.get("Image", "")),
             memory_mb=memory // (1024 * 1024) if memory else None,
             cpu_cores=round(nano_cpus / 1e9) if nano_cpus else None,
+            network=record.get("network"),
         )
 
     def get(self, sandbox_id: str, include_deleted: bool = False) -> HostSandbox:
@@ -226,14 +229,14 @@ class DockerBackend(HostBackend):
 
     def create(self, name: str | None, labels: Mapping[str, str], env: Mapping[str, str],  # type: ignore[override]
                from_snapshot: str | None = None, *, image: str, memory_mb: int | None = None,
-               cpu_cores: int | None = None) -> DockerSandbox:
+               cpu_cores: int | None = None, network: str | None = None) -> DockerSandbox:
         if from_snapshot is not None:
             raise invalid_spec("source", "this provider cannot start a sandbox from a snapshot")
         sandbox_id = f"{ID_PREFIX}{uuid.uuid4().hex[:20]}"
         workspace = self.root / sandbox_id / "workspace"
         workspace.mkdir(parents=True)
         sandbox = DockerSandbox(sandbox_id, name, dict(labels), dict(env), workspace.resolve(), image=image,
-                                memory_mb=memory_mb, cpu_cores=cpu_cores)
+                                memory_mb=memory_mb, cpu_cores=cpu_cores, network=network)
         self._save(sandbox)
         args = ["run", "--detach", "--pull", "never", "--name", sandbox_id, "--hostname", sandbox_id[:63],
                 "--label", f"{MANAGED_LABEL}=1", "--label", f"{LABELS_LABEL}={json.dumps(dict(labels))}",
@@ -248,6 +251,8 @@ class DockerBackend(HostBackend):
             args += ["--memory", f"{memory_mb}m", "--memory-swap", f"{memory_mb}m"]
         if cpu_cores is not None:
             args += ["--cpus", str(cpu_cores)]
+        if network == "block":
+            args += ["--network", "none"]  # a network namespace of its own holding only loopback
         cli_env, env_args = self._env_arguments(env)
         args += [*env_args, image, "-c", IDLE_COMMAND]
         completed = self.cli.run(*args, check=False, extra_env=cli_env)
@@ -304,6 +309,26 @@ class DockerBackend(HostBackend):
         for proc in list(sandbox.processes):
             _kill_local(proc)
         shutil.rmtree(sandbox.workspace.parent, ignore_errors=True)
+
+    def set_network(self, sandbox: DockerSandbox, policy: str) -> None:
+        """Attach the container to Docker's default bridge only ("allow_all"), or to no network ("block":
+        loopback alone); it keeps running, and its processes see the change at once."""
+        if sandbox.state == "deleted":
+            raise invalid_state(sandbox.state, "update_network")
+        inspected = self.cli.run("container", "inspect", "--format", "{{json .NetworkSettings.Networks}}", sandbox.id)
+        try:
+            attached = set(json.loads(inspected.stdout or "{}") or {})
+        except json.JSONDecodeError:
+            raise docker_failure(f"docker inspect answered no network list for {sandbox.id}") from None
+        wanted = {"bridge"} if policy == "allow_all" else set()
+        # "none" goes first when the bridge comes: a container on "none" can join no other network
+        for network in sorted(attached - wanted, key=lambda name: name != "none"):
+            if network != "none" or wanted:
+                self.cli.run("network", "disconnect", network, sandbox.id)
+        for network in sorted(wanted - attached):
+            self.cli.run("network", "connect", network, sandbox.id)
+        sandbox.network = policy
+        self._save(sandbox)
 
     def stop(self, sandbox: HostSandbox) -> None:
         if sandbox.state not in ("running", "stopped", "paused"):

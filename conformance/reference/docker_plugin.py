@@ -1,5 +1,7 @@
 """The Docker-backed reference sandbox-driver v1 plugin: every sandbox is a container (isolation
-``container``) whose memory and CPU sizes are the container's cgroup limits — GAP 2's positive path.
+``container``) whose memory and CPU sizes are the container's cgroup limits — GAP 2's positive path —
+and whose network is Docker's default bridge (``allow_all``) or none at all (``block``), at create or
+later (``sandbox/update_network``) — GAP 4's. Allow-lists are refused: Docker cannot filter by address.
 
 Run it as ``sandbox-conformance-docker-plugin`` (or ``python -m conformance.reference.docker_plugin``)
 and create sandboxes from a local image:
@@ -47,7 +49,8 @@ def docker_capabilities() -> dict[str, Any]:
     """What a container sandbox honestly offers through the docker CLI."""
     capabilities = copy.deepcopy(BASE_CAPABILITIES)
     capabilities["isolation"] = "container"
-    capabilities["lifecycle"].update(archive=False, undelete=False, snapshot_sandbox=False)
+    capabilities["lifecycle"].update(archive=False, undelete=False, snapshot_sandbox=False, update_network=True)
+    capabilities["network"].update(allow_all=True, block_all=True)
     capabilities["exec"].update(stdio_process=False)
     capabilities["pty"] = None
     capabilities["logs"] = None
@@ -116,14 +119,13 @@ class DockerPlugin(HostPlugin):
         for key, unset in UNHONOURED_SPEC_FIELDS.items():
             if key in spec and spec[key] != unset:
                 raise invalid_spec(key, "not supported by the Docker provider")
-        if spec.get("network", "provider_default") != "provider_default":
-            raise invalid_spec("network", "the Docker provider keeps Docker's default network")
+        network = network_policy(spec.get("network"))
         timers = spec.get("timers") or {}
         if any(value is not None for value in timers.values()):
             raise invalid_spec("timers", "the Docker provider has no lifecycle timers")
         if spec.get("working_directory") is not None:
             raise invalid_spec("working_directory", f"the working directory is always {WORKSPACE}")
-        return {"image": reference, "memory_mb": memory_mb, "cpu_cores": cpu_cores}
+        return {"image": reference, "memory_mb": memory_mb, "cpu_cores": cpu_cores, "network": network}
 
     def create_container(self, spec: dict[str, Any], plan: dict[str, Any]) -> DockerSandbox:
         return self.backend.create(spec.get("name"), spec.get("labels") or {}, spec.get("env") or {}, **plan)
@@ -132,6 +134,13 @@ class DockerPlugin(HostPlugin):
         spec = params["spec"]
         return self.handle_info(self.create_container(spec, self.validate_spec(spec)))
 
+    def m_sandbox_update_network(self, params: dict[str, Any]) -> Any:
+        sandbox = self.backend.get(params["sandbox_id"])
+        policy = network_policy(params.get("network"))
+        assert isinstance(sandbox, DockerSandbox)
+        self.backend.set_network(sandbox, policy or "allow_all")  # the default is the bridge
+        return None
+
     # -- what a sandbox looks like ---------------------------------------------------------------
 
     def status(self, sandbox: HostSandbox) -> dict[str, Any]:
@@ -139,7 +148,7 @@ class DockerPlugin(HostPlugin):
         if isinstance(sandbox, DockerSandbox):
             sized = sandbox.memory_mb is not None or sandbox.cpu_cores is not None
             status.update(
-                sandbox_kind="container", image=sandbox.image or None,
+                sandbox_kind="container", image=sandbox.image or None, network=sandbox.network,
                 resources={"cpu_cores": sandbox.cpu_cores, "memory_mb": sandbox.memory_mb, "disk_mb": None,
                            "gpus": None} if sized else None,
             )
@@ -147,6 +156,17 @@ class DockerPlugin(HostPlugin):
 
     def handle_info(self, sandbox: HostSandbox) -> dict[str, Any]:
         return {**super().handle_info(sandbox), "working_directory": WORKSPACE}
+
+
+def network_policy(asked: Any) -> str | None:
+    """The network a policy asks for: "allow_all" (Docker's default bridge), "block" (no network), or None
+    for the provider's default (the bridge too); invalid_spec naming network for anything else."""
+    if asked in (None, "provider_default"):
+        return None
+    if asked in ("allow_all", "block"):
+        return str(asked)
+    raise invalid_spec("network", "the Docker provider offers Docker's default bridge (allow_all) or no network "
+                                  "(block); it cannot allow some addresses or names only")
 
 
 def create_spec(image: str = SANDBOX_TAG) -> dict[str, Any]:

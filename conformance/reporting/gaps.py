@@ -3,7 +3,9 @@
 A gap is a requirement with several honest outcomes. Its scenarios record a finding when they pass
 (``supported``: the provider does it; ``refused``: it says clearly that it does not). A failed
 scenario means the provider violates it (``violated``: ignores it silently, fakes it, or says no wrongly); a scenario the dialect cannot
-ask for means the gap is ``not expressible`` there.
+ask for means the gap is ``not expressible`` there, and ``declared but not expressible`` when the provider's
+capabilities say it offers what its dialect gives no way to ask for (the sketch's network modes): the
+scenario records that finding before it skips.
 """
 
 from __future__ import annotations
@@ -13,11 +15,13 @@ from typing import Any
 from conformance import requirements
 from conformance.reporting.model import ScenarioResult
 
-STATUSES = ("violated", "supported", "refused", "not expressible", "not declared", "not checked")
+STATUSES = ("violated", "supported", "refused", "declared but not expressible", "not expressible", "not declared",
+            "not checked")
 _EXPLANATION = {
     "violated": "violated (the scenario failed; its detail says how)",
     "supported": "supported, and observably so",
     "refused": "refused honestly",
+    "declared but not expressible": "declared by the provider, but its dialect cannot ask for it",
     "not expressible": "cannot be expressed in this provider's dialect",
     "not declared": "not declared by the provider",
     "not checked": "not checked in this run",
@@ -33,6 +37,8 @@ def scenario_status(result: ScenarioResult, gap: str) -> tuple[str, str]:
             return finding["status"], finding["detail"]
         return "supported", "the scenario passed"
     message = result.message or ""
+    if finding and finding["status"] == "declared but not expressible" and result.skip_cause == "not expressible":
+        return finding["status"], finding["detail"]
     if result.skip_cause in ("not expressible", "other dialect"):
         return "not expressible", message
     if result.skip_cause == "not declared":

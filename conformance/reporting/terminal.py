@@ -100,7 +100,8 @@ def render_summary(document: dict[str, Any], width: int = 110, color: bool = Fal
         _print_count_table(console, document["summary"])
     _print_skips(console, document["scenarios"])
     for gap_id, gap in (document.get("gaps") or {}).items():
-        style = {"violated": "bold red", "supported": "green", "refused": "cyan"}.get(gap["status"], "dim")
+        style = {"violated": "bold red", "supported": "green", "refused": "cyan",
+                 "declared but not expressible": "yellow"}.get(gap["status"], "dim")
         console.print(Text(f"{gap_id} {gap['title']}: ", style="bold"), Text(gap["summary"], style=style), soft_wrap=True)
     sandboxes = document["sandboxes"]
     died_holding = sandboxes.get("died_holding") or []

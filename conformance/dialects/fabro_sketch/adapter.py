@@ -27,7 +27,13 @@ from conformance.adapter import (
     SandboxStatus,
 )
 from conformance.dialects.commands import bash_argv
-from conformance.dialects.fabro_sketch.rules import NAME, PROTOCOL_VERSION, VOCABULARY, capability_flags
+from conformance.dialects.fabro_sketch.rules import (
+    NAME,
+    PROTOCOL_VERSION,
+    VOCABULARY,
+    capability_flags,
+    network_modes,
+)
 from conformance.dialects.jsonrpc import JsonRpcConnection, Violation
 from conformance.dialects.jsonrpc_adapter import JsonRpcAdapter
 from conformance.errors import ApplicationErrorAnswer, NotExpressible
@@ -228,6 +234,12 @@ class FabroSketchAdapter(JsonRpcAdapter):
     def create(self, request: SandboxRequest) -> SandboxHandle:
         if request.events is not None:
             raise NotExpressible(NAME, "control-plane events")
+        if request.network is not None:
+            # The sketch declares network modes, but its create takes no network policy: a mode it lists
+            # cannot be asked for (forkd lists three and can apply none).
+            modes = network_modes(self.capabilities.raw)
+            declared = f" (the plugin declares network modes {', '.join(modes)})" if modes else ""
+            raise NotExpressible(NAME, f"creating a sandbox with a network policy{declared}")
         if request.labels or request.env or request.name or request.memory_mb or request.cpu_cores:
             # The sketch's create takes a snapshot tag and nothing else: labels, env, names and sizes
             # cannot be asked for (forkd's GAP 2 is the sizing part of this).

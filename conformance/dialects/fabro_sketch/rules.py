@@ -30,11 +30,28 @@ _KINDS = {UNSUPPORTED_CODE: "unsupported", -32602: "invalid_state", -32603: "pro
 _ALIASES = {"access.preview_urls": "previewUrls"}
 
 
+# The sketch's network modes (``network.modes``, a list) that name a sandbox-driver network policy, by the
+# canonical flag that offers it: a mode the plugin lists is that flag declared.
+_NETWORK_MODES = {"allow_all": "network.allow_all", "block": "network.block_all", "block_all": "network.block_all",
+                  "cidr_allow_list": "network.cidr_allow_list", "domain_allow_list": "network.domain_allow_list"}
+
+
+def network_modes(raw: Any) -> list[str]:
+    """The network modes a sketch declaration lists (``{"network": {"modes": [...]}}``), as it spells them."""
+    network = raw.get("network") if isinstance(raw, dict) else None
+    modes = network.get("modes") if isinstance(network, dict) else None
+    return [mode for mode in modes if isinstance(mode, str)] if isinstance(modes, list) else []
+
+
 def capability_flags(raw: Any) -> dict[str, bool]:
-    """Every boolean leaf of the sketch's declaration by its dotted path, plus canonical aliases."""
+    """Every boolean leaf of the sketch's declaration by its dotted path, plus canonical aliases and the
+    network policies its network modes name."""
     flags = boolean_leaves(raw)
     for name, wire in _ALIASES.items():
         flags[name] = flags.get(wire, False)
+    for mode in network_modes(raw):
+        if mode in _NETWORK_MODES:
+            flags[_NETWORK_MODES[mode]] = True
     return flags
 
 

@@ -165,7 +165,7 @@ class RestAdapter(ProviderAdapter):
             raise NotExpressible(NAME, "control-plane events")
         asked = {"from_snapshot": request.from_snapshot, "memory_mb": request.memory_mb,
                  "cpu_cores": request.cpu_cores, "name": request.name, "labels": request.labels or None,
-                 "env": request.env or None}
+                 "env": request.env or None, "network": request.network}
         wanted = [name for name, value in asked.items() if value is not None and name not in self.profile.create_fields]
         wanted += sorted(set(request.extra) - self.profile.create_extra)
         if wanted:

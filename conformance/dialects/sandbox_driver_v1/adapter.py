@@ -41,6 +41,8 @@ from conformance.dialects.sandbox_driver_v1.rules import (
     capability_flags,
     common_ref,
     isolation_of,
+    network_policy,
+    read_network_policy,
 )
 from conformance.errors import ApplicationErrorAnswer, NotExpressible
 from conformance.schemas import SchemaProblem
@@ -50,7 +52,7 @@ def _status(raw: Any) -> SandboxStatus:
     raw = raw if isinstance(raw, dict) else {}
     labels = raw.get("labels") if isinstance(raw.get("labels"), dict) else {}
     return SandboxStatus(id=str(raw.get("id", "")), state=str(raw.get("state", "unknown")),
-                         name=raw.get("name"), labels=labels, raw=raw)
+                         name=raw.get("name"), labels=labels, raw=raw, network=read_network_policy(raw.get("network")))
 
 
 class SandboxDriverV1Adapter(JsonRpcAdapter):
@@ -160,6 +162,8 @@ class SandboxDriverV1Adapter(JsonRpcAdapter):
             spec["resources"] = resources
         if request.from_snapshot is not None:
             spec["source"] = {"snapshot": {"name": request.from_snapshot}}
+        if request.network is not None:
+            spec["network"] = network_policy(request.network)
         spec.update(copy.deepcopy(request.extra))
         return spec
 

@@ -21,6 +21,7 @@ from conformance.adapter import (
     VolumeList,
     VolumeRef,
 )
+from conformance.dialects.sandbox_driver_v1.rules import network_policy
 
 Params = dict[str, Any]
 Builder = Callable[[Any, "str | None", dict[str, Any]], Params]
@@ -152,7 +153,7 @@ OPERATIONS: dict[str, V1Operation] = {
     "set labels": V1Operation("sandbox/set_labels", "lifecycle.labels", lambda a, s, args: {
         "sandbox_id": s, "labels": args.get("labels", dict(a.run_labels))}),
     "update network": V1Operation("sandbox/update_network", "lifecycle.update_network", lambda a, s, args: {
-        "sandbox_id": s, "network": args.get("network", "allow_all")}),
+        "sandbox_id": s, "network": network_policy(args.get("network", "allow_all"))}),
     "run with stdin": V1Operation("exec/run", "exec.stdin", lambda a, s, args: {
         "sandbox_id": s, "spec": {"command": "cat", "env": {}, "timeout_ms": 10_000,
                                   "stdin_b64": base64.b64encode(b"conformance").decode()}}),

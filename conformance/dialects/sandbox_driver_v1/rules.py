@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from conformance import schemas
-from conformance.adapter import TIMESTAMP_SINCE_EPOCH, WireVocabulary
+from conformance.adapter import TIMESTAMP_SINCE_EPOCH, NetworkPolicy, WireVocabulary
 from conformance.dialects.jsonrpc_adapter import SchemaRules, boolean_leaves, protocol_error
 from conformance.errors import ApplicationErrorAnswer, ProviderCallError
 from conformance.schemas import SchemaProblem
@@ -154,3 +154,31 @@ def plain_output_data(method: str, params: Any) -> bytes | None:
 def looks_like(initialize_result: Any) -> bool:
     """Does an ``initialize`` answer come from a v1 plugin?"""
     return isinstance(initialize_result, dict) and "protocol_version" in initialize_result
+
+
+# An allow-list's entries, by the policy's name (section 5.4: externally tagged, snake_case).
+_ALLOW_LIST_KEYS = {"cidr_allow_list": "cidrs", "domain_allow_list": "domains"}
+
+
+def network_policy(policy: Any) -> Any:
+    """A NetworkPolicy as v1 writes it: a bare name, or ``{"cidr_allow_list": {"cidrs": [..]}}`` and the
+    like. Anything but a ``NetworkPolicy`` (a scenario's own wire value) is sent as it is."""
+    if not isinstance(policy, NetworkPolicy):
+        return policy
+    key = _ALLOW_LIST_KEYS.get(policy.kind)
+    return {policy.kind: {key: list(policy.allowed)}} if key else policy.kind
+
+
+def read_network_policy(value: Any) -> NetworkPolicy | None:
+    """The policy a status reports (None where it reports none); a shape v1 does not define is kept as its
+    text, so a comparison with what was asked fails and says what came."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return NetworkPolicy(value)
+    if isinstance(value, dict) and len(value) == 1:
+        (kind, body), = value.items()
+        entries = body.get(_ALLOW_LIST_KEYS.get(kind, "")) if isinstance(body, dict) else None
+        if isinstance(entries, list) and all(isinstance(entry, str) for entry in entries):
+            return NetworkPolicy(kind, tuple(entries))
+    return NetworkPolicy(repr(value))
