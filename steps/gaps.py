@@ -391,6 +391,16 @@ class NetworkView:
         return [name for name in self.others() if (self.interfaces[name] or 0) & IFF_UP]
 
 
+def _route_destination(text: str) -> str:
+    """An IPv4 route's destination as an address (the kernel writes it as little-endian hex); IPv6's as written."""
+    if len(text) == 8:
+        try:
+            return socket.inet_ntoa(bytes.fromhex(text)[::-1])
+        except ValueError:
+            return text
+    return text
+
+
 def _read_view(output: bytes, port: int, inode: int) -> NetworkView:
     view = NetworkView()
     for line in output.decode(errors="replace").splitlines():
@@ -408,8 +418,8 @@ def _read_view(output: bytes, port: int, inode: int) -> NetworkView:
                 rejected = 0
             if rejected:
                 continue
-            view.routes.append((fields[0], fields[1]))
-            if fields[1] in ("00000000", "0" * 32 + "/00"):
+            view.routes.append((fields[0], _route_destination(fields[1])))
+            if fields[1] in ("00000000", "0" * 32 + "/00"):  # 0.0.0.0 (a /0 in IPv4's table) or ::/0
                 view.default_route = True
         elif kind == "socket" and len(fields) >= 10:
             # sl local_address rem_address st ... inode: listening (0A) on our port, with our socket's inode

@@ -97,3 +97,23 @@ def test_results_self_check_refuses_a_document_that_breaks_its_schema(tmp_path) 
         with pytest.raises(HarnessError, match="would violate its own schema"):
             write_document(tmp_path / "broken", broken)
     assert not (tmp_path / "broken").exists()
+
+
+def test_a_sandbox_on_the_suites_own_network_is_seen_even_where_that_network_is_loopback_alone() -> None:
+    """GAP 4's observation of a blocked network: a provider that ignores the policy and runs commands on the
+    machine the suite runs on is caught by the suite's own listening socket, even on a machine whose only
+    interface is loopback (its interfaces and routes are removed from what the probe saw, here)."""
+    import subprocess
+
+    from steps.gaps import _network_probe, _not_blocked, _read_view, _suite_listener
+
+    with _suite_listener() as (port, inode):
+        seen = subprocess.run(["bash", "-c", _network_probe(port)], capture_output=True, check=True).stdout
+        loopback_alone = b"\n".join(line for line in seen.splitlines()
+                                    if not line.startswith((b"interface", b"route")) or line.startswith(b"interface lo "))
+        view = _read_view(loopback_alone, port, inode)
+    assert view.sees_the_suite and view.others() == [] and view.routes == []
+    assert any("a socket the suite listens on" in problem for problem in _not_blocked(view))
+    # a sandbox of its own, as Docker's --network none leaves it: loopback only, no route, not the suite's socket
+    own = _read_view(b"interface lo 0x9\nroute Iface Destination 0\n", port, inode)
+    assert _not_blocked(own) == []

@@ -12,7 +12,7 @@ from typing import Any
 
 from conformance.reference.docker_backend import DockerBackend, DockerCli, DockerSandbox, cli_environment
 from conformance.reference.docker_plugin import DockerPlugin
-from conformance.reference.host_backend import HostSandbox
+from conformance.reference.host_backend import HostSandbox, invalid_spec
 from tests.mutants import mutant
 
 
@@ -51,3 +51,44 @@ class DockerControlEngineUnreachable(DockerPlugin):
         cli = DockerCli(environment=cli_environment(self.environ))
         cli.environment["DOCKER_HOST"] = f"unix://{tempfile.gettempdir()}/sandbox-conformance-no-engine.sock"
         return DockerBackend(cli=cli, environ=self.environ)
+
+
+@mutant("docker-network-block-ignored")
+class DockerNetworkBlockIgnored(DockerPlugin):
+    """Accepts a blocked network and reports it in the status, but starts the container on Docker's bridge."""
+
+    def create_container(self, spec: dict[str, Any], plan: dict[str, Any]) -> DockerSandbox:
+        sandbox = super().create_container(spec, {**plan, "network": None})
+        sandbox.network = plan["network"]
+        return sandbox
+
+
+@mutant("docker-network-update-ignored")
+class DockerNetworkUpdateIgnored(DockerPlugin):
+    """Declares lifecycle.update_network and answers every change with {}, changing nothing."""
+
+    def m_sandbox_update_network(self, params: dict[str, Any]) -> Any:
+        self.backend.get(params["sandbox_id"])
+        return None
+
+
+@mutant("docker-network-declared-block-refused")
+class DockerNetworkDeclaredBlockRefused(DockerPlugin):
+    """Declares network.block_all, then refuses a blocked network as invalid_spec naming network."""
+
+    def validate_spec(self, spec: dict[str, Any]) -> dict[str, Any]:  # type: ignore[override]
+        if spec.get("network") == "block":
+            raise invalid_spec("network", "this provider keeps Docker's default network")
+        return super().validate_spec(spec)
+
+
+@mutant("docker-network-allow-all-unusable")
+class DockerNetworkAllowAllUnusable(DockerPlugin):
+    """Declares network.allow_all, and starts an allow-all sandbox with no network at all."""
+
+    def create_container(self, spec: dict[str, Any], plan: dict[str, Any]) -> DockerSandbox:
+        if plan["network"] != "allow_all":
+            return super().create_container(spec, plan)
+        sandbox = super().create_container(spec, {**plan, "network": "block"})
+        sandbox.network = "allow_all"
+        return sandbox
