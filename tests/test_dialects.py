@@ -95,6 +95,10 @@ def test_the_sketch_reference_passes_and_reports_its_gaps(tmp_path) -> None:
     assert statuses["snapshot-filesystem"] == "not expressible"
     assert statuses["snapshot-missing-refused"] == "refused"
     assert gaps["GAP-3"]["status"] == "supported"
+    # it declares the network mode allow_all, and the sketch's create carries no network policy
+    assert gaps["GAP-4"]["status"] == "declared but not expressible", gaps["GAP-4"]
+    declared = [s for s in gaps["GAP-4"]["scenarios"] if s["status"] == "declared but not expressible"]
+    assert declared and all("network modes allow_all" in s["detail"] for s in declared)
     skipped = [s for s in results["scenarios"] if s["outcome"] == "skipped"]
     assert all(s["message"].startswith(("capability ", "applies to dialect", "the fabro-sketch dialect cannot express",
                                         "the fabro-sketch dialect states no rule"))
@@ -113,12 +117,25 @@ def test_the_sketch_reference_passes_and_reports_its_gaps(tmp_path) -> None:
 
 def test_the_v1_reference_reports_its_gaps(tmp_path) -> None:
     run = inprocess.run_suite(inprocess.plugin(), tmp_path / "reports",
-                              features=("gaps/snapshots.feature", "gaps/resources.feature", "gaps/outcomes.feature"))
+                              features=("gaps/snapshots.feature", "gaps/resources.feature", "gaps/outcomes.feature",
+                                        "gaps/network.feature"))
     assert run.exit_code == 0, run.stdout[-3000:]
     gaps = run.results["gaps"]
     assert gaps["GAP-1"]["status"] == "supported"
     assert gaps["GAP-2"]["status"] == "refused"
     assert gaps["GAP-3"]["status"] == "supported"
+    # the host provider offers no network policy: each is refused, and the policies' own scenarios are not declared
+    assert gaps["GAP-4"]["status"] == "refused"
+    assert {s["status"] for s in gaps["GAP-4"]["scenarios"]} == {"refused", "not declared"}
+
+
+def test_a_silently_ignored_network_policy_is_reported_as_a_violation(tmp_path) -> None:
+    run = inprocess.run_suite(inprocess.plugin(mutant="network-block-accepted-and-ignored"), tmp_path / "reports",
+                              scenarios=("network-block",))
+    assert run.exit_code == 1
+    gap = run.results["gaps"]["GAP-4"]
+    assert gap["status"] == "violated"
+    assert "silently ignored" in gap["scenarios"][0]["detail"]
 
 
 def test_a_silently_ignored_size_is_reported_as_a_violation(tmp_path) -> None:

@@ -85,7 +85,8 @@ class Plugin:
 # command feature, the session's shutdowns with containers running, and the three gaps.
 CONTAINER_FEATURES = ("exec.feature", "streaming.feature", "streaming-volume.feature", "fs.feature",
                       "lifecycle.feature", "interactive.feature", "delete.feature", "session.feature",
-                      "gaps/snapshots.feature", "gaps/resources.feature", "gaps/outcomes.feature")
+                      "gaps/snapshots.feature", "gaps/resources.feature", "gaps/outcomes.feature",
+                      "gaps/network.feature")
 
 
 def _whole_run(image: str, report_dir: Path) -> SuiteRun:
@@ -121,6 +122,9 @@ def test_the_docker_plugin_passes_the_whole_suite_sized_and_leaving_no_container
     assert gap["status"] == "supported", gap
     outcomes = run.outcomes()
     assert outcomes["resources-memory"] == outcomes["resources-cpu"] == "passed"
+    # a blocked network has loopback alone, an allow-all one the bridge, at create and later (GAP-4 supported)
+    assert results["gaps"]["GAP-4"]["status"] == "supported", results["gaps"]["GAP-4"]
+    assert outcomes["network-block"] == outcomes["network-allow-all"] == outcomes["network-update-block"] == "passed"
     # no container outlives the run
     sandboxes = results["sandboxes"]
     assert sandboxes["leaked"] == []
@@ -152,6 +156,15 @@ def test_ignoring_resources_is_reported_as_a_gap_2_violation(docker_sandbox_imag
     assert run.exit_code == 1, run.stdout[-3000:]
     assert run.with_outcome("failed") == {"resources-memory", "resources-cpu"}
     assert run.results["gaps"]["GAP-2"]["status"] == "violated"
+
+
+def test_ignoring_a_blocked_network_is_reported_as_a_gap_4_violation(docker_sandbox_image: str, suite) -> None:
+    run = suite(*docker_mutant_arguments("docker-network-block-ignored", image=docker_sandbox_image),
+                "--scenario", "network-block")
+    assert run.exit_code == 1, run.stdout[-3000:]
+    assert run.with_outcome("failed") == {"network-block"}
+    gap = run.results["gaps"]["GAP-4"]
+    assert gap["status"] == "violated" and "besides loopback (eth0" in gap["scenarios"][0]["detail"], gap
 
 
 def test_a_killed_plugin_leaves_its_container_to_the_next_one_and_to_the_sweep(docker_sandbox_image: str) -> None:
