@@ -158,15 +158,6 @@ def test_ignoring_resources_is_reported_as_a_gap_2_violation(docker_sandbox_imag
     assert run.results["gaps"]["GAP-2"]["status"] == "violated"
 
 
-def test_ignoring_a_blocked_network_is_reported_as_a_gap_4_violation(docker_sandbox_image: str, suite) -> None:
-    run = suite(*docker_mutant_arguments("docker-network-block-ignored", image=docker_sandbox_image),
-                "--scenario", "network-block")
-    assert run.exit_code == 1, run.stdout[-3000:]
-    assert run.with_outcome("failed") == {"network-block"}
-    gap = run.results["gaps"]["GAP-4"]
-    assert gap["status"] == "violated" and "besides loopback (eth0" in gap["scenarios"][0]["detail"], gap
-
-
 def test_a_killed_plugin_leaves_its_container_to_the_next_one_and_to_the_sweep(docker_sandbox_image: str) -> None:
     run_label = f"crash-{uuid.uuid4().hex[:12]}"
     spec = {"source": {"image": {"reference": docker_sandbox_image}}, "labels": {RUN_LABEL: run_label}}

@@ -9,7 +9,7 @@ stand for a provider that does (the status is all the suite can compare).
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, ClassVar
 
 from conformance.reference.host_backend import HostSandbox, invalid_spec
 from conformance.reference.host_plugin import BASE_CAPABILITIES, HostPlugin
@@ -21,8 +21,8 @@ ALLOW_LIST_KEYS = {"cidr_allow_list": "cidrs", "domain_allow_list": "domains"}
 class _Declaring(HostPlugin):
     """Declares the network flags and lifecycle operations named in ``network`` and ``lifecycle``."""
 
-    network: dict[str, bool] = {}
-    lifecycle: dict[str, bool] = {}
+    network: ClassVar[dict[str, bool]] = {}
+    lifecycle: ClassVar[dict[str, bool]] = {}
 
     def declared_capabilities(self) -> dict[str, Any]:
         capabilities = copy.deepcopy(BASE_CAPABILITIES)
@@ -36,7 +36,7 @@ class NetworkBlockAcceptedAndIgnored(_Declaring):
     """Declares network.block_all and accepts a blocked network, then runs the sandbox on the host's network:
     the own-IP session's tasks that silently fell back to the host's network."""
 
-    network = {"block_all": True}
+    network: ClassVar[dict[str, bool]] = {"block_all": True}
 
     def validate_spec(self, spec: dict[str, Any]) -> None:
         super().validate_spec({key: value for key, value in spec.items() if not (key == "network" and value == "block")})
@@ -63,7 +63,7 @@ class NetworkUndeclaredAllowAllAccepted(HostPlugin):
 class NetworkUpdateIgnored(_Declaring):
     """Declares lifecycle.update_network and answers every change with {}, changing nothing."""
 
-    lifecycle = {"update_network": True}
+    lifecycle: ClassVar[dict[str, bool]] = {"update_network": True}
 
     def m_sandbox_update_network(self, params: dict[str, Any]) -> Any:
         self.backend.get(params["sandbox_id"])
@@ -74,13 +74,13 @@ class NetworkUpdateIgnored(_Declaring):
 class NetworkDeclaredPolicyRefused(_Declaring):
     """Declares the CIDR and domain allow-lists, then refuses them as invalid_spec naming network."""
 
-    network = {"cidr_allow_list": True, "domain_allow_list": True}
+    network: ClassVar[dict[str, bool]] = {"cidr_allow_list": True, "domain_allow_list": True}
 
 
 class _AllowLists(_Declaring):
     """Declares both allow-lists and accepts a non-empty one; ``reports`` is what the status then says."""
 
-    network = {"cidr_allow_list": True, "domain_allow_list": True}
+    network: ClassVar[dict[str, bool]] = {"cidr_allow_list": True, "domain_allow_list": True}
     refuses_empty = True
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
