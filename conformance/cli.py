@@ -153,6 +153,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default=None, help="interface (default 127.0.0.1; 0.0.0.0 inside a container)")
     serve.add_argument("--token-env", default="FORKD_TOKEN", metavar="NAME",
                        help="environment variable holding the bearer token (default FORKD_TOKEN)")
+    serve.add_argument("--compat", choices=("patched", "forkd-0.5.2"), default="patched",
+                       help="whose behaviour to reproduce: the proposed controller patch (default: a timeout is 408 "
+                            "'exec deadline exceeded', SandboxInfo has a state) or forkd 0.5.2, which fabro runs "
+                            "(a timeout is 500 EAGAIN about timeout_secs + 5 s later, a signal is a negative exit "
+                            "code, no state, memory_limit_mib enforced)")
     return parser
 
 
@@ -460,7 +465,7 @@ def command_doctor(args: argparse.Namespace) -> int:
 def command_serve(args: argparse.Namespace) -> int:
     from conformance.reference import rest_server
 
-    return rest_server.serve(args.host, args.port, args.token_env)
+    return rest_server.serve(args.host, args.port, args.token_env, rest_server.compat_app(args.compat))
 
 
 def command_explain(args: argparse.Namespace) -> int:

@@ -34,6 +34,7 @@ from conformance.errors import (
     UsageError,
 )
 from conformance.providers import ProviderConfig
+from conformance.reference.rest_server import COMPAT
 from conformance.transports.http import Credentials, HttpTransport, RetryPolicy
 from tests import inprocess
 from tests.helpers import REPO, SuiteRun, run_cli
@@ -440,10 +441,13 @@ def _assert_green(run: SuiteRun | inprocess.InProcessRun) -> dict[str, Any]:
 
 
 @pytest.mark.slow
-def test_the_reference_rest_server_passes_the_whole_suite_over_rest(tmp_path: Path,
+@pytest.mark.parametrize("compat", ["patched", "forkd-0.5.2"])
+def test_the_reference_rest_server_passes_the_whole_suite_over_rest(compat: str, tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """In both of the bundled server's modes: the proposed controller patch, and forkd 0.5.2 (a timeout is a
+    late 500 EAGAIN, a signal a negative exit code, no state in SandboxInfo, memory_limit_mib enforced)."""
     token = _token()
-    with inprocess.rest_server(token) as url:
+    with inprocess.rest_server(token, COMPAT[compat]) as url:
         run = rest_suite(url, token, monkeypatch, tmp_path / "reports")
     results = _assert_green(run)
     passed = {s["id"] for s in results["scenarios"] if s["outcome"] == "passed"}
