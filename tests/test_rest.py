@@ -573,6 +573,7 @@ def _assert_green(run: SuiteRun | inprocess.InProcessRun) -> dict[str, Any]:
     assert (provider["kind"], provider["dialect"], provider["transport"]) == ("forkd", "rest", "http")
     assert results["sandboxes"]["leaked"] == []
     assert results["sandboxes"]["created"] == results["sandboxes"]["deleted"] > 0
+    assert len(set(results["sandboxes"]["ids"])) == results["sandboxes"]["created"]  # what sweep --from-results reads
     return results
 
 
