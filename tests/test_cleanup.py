@@ -31,8 +31,8 @@ import pytest
 from conformance.adapter import SandboxRequest
 from conformance.dialects.rest import load_profile, open_rest_adapter
 from conformance.errors import ApplicationErrorAnswer
-from conformance.reference.rest_server import Forkd052App
 from conformance.providers import open_provider
+from conformance.reference.rest_server import Forkd052App
 from tests import inprocess
 from tests.helpers import REPO, SuiteRun, cli_main, mutant_command, one_usage_line, plugin_command, run_cli
 
