@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any, NoReturn
 
 from conformance import __version__
@@ -96,8 +97,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, help="seed of generated data; replays a run")
     run.add_argument("--run-id", help="label value that marks this run's sandboxes (default: random)")
 
-    sweep = commands.add_parser("sweep", help="delete the sandboxes a past run left behind (by its run label)")
-    sweep.add_argument("--run-id", required=True, help="the run whose sandboxes to delete (its label value)")
+    sweep = commands.add_parser("sweep", help="delete the sandboxes a past run left behind (by its run label, or by "
+                                              "the ids its results.json records)")
+    which = sweep.add_mutually_exclusive_group()
+    which.add_argument("--run-id", help="the run whose sandboxes to delete (its label value)")
+    which.add_argument("--from-results", metavar="PATH",
+                       help="delete every sandbox a past run's results.json records, by id (for a provider that "
+                            "cannot list by label, such as forkd); one already gone counts as done")
     _provider_options(sweep.add_argument_group("provider (default: the bundled reference plugin)"), for_run=False)
 
     init = commands.add_parser("init", help="write a configuration file, a GitHub Actions workflow and an empty "
@@ -153,6 +159,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default=None, help="interface (default 127.0.0.1; 0.0.0.0 inside a container)")
     serve.add_argument("--token-env", default="FORKD_TOKEN", metavar="NAME",
                        help="environment variable holding the bearer token (default FORKD_TOKEN)")
+    serve.add_argument("--compat", choices=("patched", "forkd-0.5.2"), default="patched",
+                       help="whose behaviour to reproduce: the proposed controller patch (default: a timeout is 408 "
+                            "'exec deadline exceeded', SandboxInfo has a state) or forkd 0.5.2, which fabro runs "
+                            "(a timeout is 500 EAGAIN about timeout_secs + 5 s later, a signal is a negative exit "
+                            "code, no state, memory_limit_mib enforced)")
     return parser
 
 
@@ -223,8 +234,6 @@ def command_report_merge(args: argparse.Namespace) -> int:
     """One provider: the merged run's summary, and its verdict as the exit code (as `run` would have given
     it). Several: each provider's verdict in one line and where the matrix is; exit 0 only if every provider
     passes."""
-    from pathlib import Path
-
     from conformance.reporting import matrix, shards, terminal
 
     groups = shards.by_provider(shards.read_documents(args.results))
@@ -427,12 +436,18 @@ def command_sweep(args: argparse.Namespace) -> int:
     args = config_file.apply(args)
     config = ProviderConfig(
         plugin=args.plugin, dialect=args.dialect, env=parse_env_pairs(args.env), pass_env=tuple(args.pass_env),
-        create_spec=load_create_spec(args.create_spec), run_id=args.run_id,
+        create_spec=load_create_spec(args.create_spec), run_id=args.run_id if args.run_id is not None else "",
         call_timeout_s=call_timeout(args), call_timeout_given=args.call_timeout is not None,
         rest_url=args.rest, profile=profile_reference(args.profile, args.rest is not None), sha256=args.sha256,
     )
     config.validate()
-    result = sweep.sweep(config)
+    if args.from_results is not None:
+        result = sweep.sweep_recorded(config, Path(args.from_results))
+    elif args.run_id is None:
+        raise UsageError("give --run-id (sweep by the run's label) or --from-results PATH (by the ids a results.json "
+                         "records)")
+    else:
+        result = sweep.sweep(config)
     sweep.print_result(result)
     return result.exit_code
 
@@ -460,7 +475,7 @@ def command_doctor(args: argparse.Namespace) -> int:
 def command_serve(args: argparse.Namespace) -> int:
     from conformance.reference import rest_server
 
-    return rest_server.serve(args.host, args.port, args.token_env)
+    return rest_server.serve(args.host, args.port, args.token_env, rest_server.compat_app(args.compat))
 
 
 def command_explain(args: argparse.Namespace) -> int:

@@ -107,7 +107,7 @@ def finish(config: RunConfig, facts: RunFacts, catalogue: Iterable[CatalogueEntr
         sandboxes={"created": len(created),
                    "deleted": len(created) - len((facts.leaked | facts.orphaned) & set(created)),
                    "leaked": sorted(leaked), "swept": sorted(sweep.deleted),
-                   "died_holding": sorted(facts.orphaned - leaked)},
+                   "died_holding": sorted(facts.orphaned - leaked), "ids": sorted(created)},
         seed=config.seed, interrupted=interrupted, strict=config.strict, baseline=baseline_report,
         shard=config.selection.shard,
     )

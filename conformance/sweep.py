@@ -5,16 +5,29 @@ sandboxes (per scenario, then by that label at the end); a run that could not (k
 lost) leaves them for this command, which lists the label, deletes what it finds and checks that
 nothing is left. It needs a provider whose sandboxes outlive the plugin process that created them, as
 a real provider's do, and a dialect that can list by label.
+
+A provider that cannot list by label (forkd's API has no labels) is swept by id instead:
+``--from-results PATH`` deletes every sandbox a past run's results.json records (``sandboxes.ids``),
+counting one that is already gone as done.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import dataclass, field
-from typing import TextIO
+from pathlib import Path
+from typing import Any, TextIO
 
 from conformance.connections import ProviderConnections
-from conformance.errors import HarnessError, NotExpressible, ProviderCallError, ProviderViolation, UsageError
+from conformance.errors import (
+    ApplicationErrorAnswer,
+    HarnessError,
+    NotExpressible,
+    ProviderCallError,
+    ProviderViolation,
+    UsageError,
+)
 from conformance.providers import ProviderConfig, verify_pin
 
 SETTLED_STATES = ("deleted", "deleting")
@@ -22,9 +35,10 @@ SETTLED_STATES = ("deleted", "deleting")
 
 @dataclass
 class SweepResult:
-    label: str  # name=value, as shown to the user
+    label: str  # name=value, or which results.json, as shown to the user
     deleted: list[str] = field(default_factory=list)
     left: dict[str, str] = field(default_factory=dict)  # id -> why it is still there
+    gone: list[str] = field(default_factory=list)  # recorded, but already gone before the sweep (--from-results)
 
     @property
     def exit_code(self) -> int:
@@ -46,7 +60,8 @@ def sweep(config: ProviderConfig) -> SweepResult:
         try:
             report = connections.sweep(strict=True)
         except NotExpressible as exc:
-            raise UsageError(f"this provider cannot be swept: {exc}") from None
+            raise UsageError(f"this provider cannot be swept by its run label ({exc}); sweep the sandbox ids a past "
+                             "run recorded instead: --from-results PATH/TO/results.json") from None
         except (ProviderCallError, ProviderViolation) as exc:
             raise HarnessError(f"the provider could not list the sandboxes labelled {result.label}: {exc}") from None
         result.deleted = list(report.deleted)
@@ -67,14 +82,95 @@ def sweep(config: ProviderConfig) -> SweepResult:
         connections.close()
 
 
+def recorded_ids(path: Path) -> tuple[list[str], dict[str, Any]]:
+    """The sandbox ids a results.json records (every one the run created, else those it left), and the
+    document. ``UsageError`` (one line) when it is no results.json."""
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UsageError(f"--from-results {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"--from-results {path} cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"--from-results {path} is not JSON: {exc.msg} at line {exc.lineno}") from None
+    sandboxes = document.get("sandboxes") if isinstance(document, dict) else None
+    if not isinstance(sandboxes, dict):
+        raise UsageError(f"--from-results {path} is not a results.json of a run (it has no sandboxes section)")
+    ids: list[str] = []
+    # A results.json written before sandboxes.ids existed still names what the run left.
+    for key in ("ids", "leaked", "died_holding"):
+        value = sandboxes.get(key) or []
+        if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+            raise UsageError(f"--from-results {path}: sandboxes.{key} is not a list of sandbox ids")
+        ids += [item for item in value if item not in ids]
+    return ids, document
+
+
+def sweep_recorded(config: ProviderConfig, path: Path) -> SweepResult:
+    """Delete every sandbox ``path`` (a past run's results.json) records, through the provider ``config``
+    names; one already gone counts as done. Then describe each again, where the provider can, to see
+    what is left."""
+    ids, document = recorded_ids(path)
+    verify_pin(config)
+    result = SweepResult(label=f"the sandboxes {path} records")
+    if not ids:
+        return result
+    connections = ProviderConnections(config)
+    try:
+        adapter = connections.shared()
+        recorded_kind = (document.get("provider") or {}).get("kind")
+        if recorded_kind and recorded_kind != adapter.identity.kind:
+            raise UsageError(f"--from-results {path} records a run against provider {recorded_kind!r}; this provider "
+                             f"is {adapter.identity.kind!r}")
+        for sandbox_id in ids:
+            before = _gone(adapter, sandbox_id)
+            if before is True:
+                result.gone.append(sandbox_id)
+                continue
+            try:
+                adapter.delete(sandbox_id)
+            except ApplicationErrorAnswer as exc:
+                if exc.kind == "not_found":
+                    result.gone.append(sandbox_id)
+                else:
+                    result.left[sandbox_id] = str(exc)
+                continue
+            except (ProviderCallError, ProviderViolation) as exc:
+                result.left[sandbox_id] = str(exc)
+                continue
+            after = _gone(adapter, sandbox_id)
+            if after is False:
+                result.left[sandbox_id] = "its delete was answered, but it is still described as present"
+            else:
+                result.deleted.append(sandbox_id)
+        return result
+    finally:
+        connections.close()
+
+
+def _gone(adapter: Any, sandbox_id: str) -> bool | None:
+    """Whether describing the sandbox says it is gone (not found, deleting or deleted); None when the
+    provider cannot describe one or did not answer clearly."""
+    try:
+        status = adapter.describe(sandbox_id)
+    except ApplicationErrorAnswer as exc:
+        return True if exc.kind == "not_found" else None
+    except (NotExpressible, ProviderCallError, ProviderViolation):
+        return None
+    return status.state in SETTLED_STATES
+
+
 def print_result(result: SweepResult, out: TextIO | None = None) -> None:
     """One line per deleted sandbox, one per sandbox left (with why), then the summary."""
     out = sys.stdout if out is None else out  # looked up when called: a redirected stdout counts
     for sandbox_id in result.deleted:
         print(f"deleted {sandbox_id}", file=out)
+    for sandbox_id in result.gone:
+        print(f"already gone {sandbox_id}", file=out)
     for sandbox_id, why in result.left.items():
         print(f"not deleted {sandbox_id}: {why}", file=out)
-    if not result.deleted and not result.left:
+    if not result.deleted and not result.left and not result.gone:
         print(f"swept {result.label}: nothing to delete", file=out)
         return
-    print(f"swept {result.label}: {len(result.deleted)} deleted, {len(result.left)} left", file=out)
+    gone = f", {len(result.gone)} already gone" if result.gone else ""
+    print(f"swept {result.label}: {len(result.deleted)} deleted{gone}, {len(result.left)} left", file=out)

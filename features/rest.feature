@@ -24,6 +24,13 @@ Feature: REST providers
     When I list every sandbox
     Then the list does not include the deleted sandbox
 
+  @id:rest-describe-running @req:REST-013 @must @dialect:rest
+  Scenario: A sandbox that runs commands is described as running, whether or not its answer names a state
+    Given a sandbox
+    When I run `printf ready`
+    Then the command ran and exited with code 0
+    And the sandbox is described as running
+
   @id:rest-exec-argv @req:REST-002 @must @dialect:rest
   Scenario: exec runs an argument vector and answers its stdout, its stderr and its exit code
     Given a sandbox
@@ -91,6 +98,6 @@ Feature: REST providers
   @id:rest-exec-timeout @req:REST-007 @req:GAP-3 @must @dialect:rest
   Scenario: A command that outlives its timeout is stopped and answered as a timeout, promptly
     Given a sandbox
-    When I run `sleep 20` with a timeout of 2 seconds
+    When I run `sleep 20` with a timeout of 1 second
     Then the command timed out, without an exit code pretending to be the program's
     And the answer came within 10 seconds of the timeout

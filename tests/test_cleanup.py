@@ -29,9 +29,12 @@ from typing import Any
 import pytest
 
 from conformance.adapter import SandboxRequest
+from conformance.dialects.rest import load_profile, open_rest_adapter
+from conformance.errors import ApplicationErrorAnswer
 from conformance.providers import open_provider
+from conformance.reference.rest_server import Forkd052App
 from tests import inprocess
-from tests.helpers import REPO, SuiteRun, mutant_command, plugin_command, run_cli
+from tests.helpers import REPO, SuiteRun, cli_main, mutant_command, one_usage_line, plugin_command, run_cli
 
 REGISTRY_ENV = "SANDBOX_CONFORMANCE_HOST_REGISTRY"
 RUN_LABEL = "sandbox-conformance.run"
@@ -369,7 +372,8 @@ def test_sweep_names_what_it_could_not_delete(tmp_path: Path, run_id: str) -> No
 
 
 @pytest.mark.parametrize("args, says", [
-    ([], "the following arguments are required: --run-id"),
+    ([], "give --run-id (sweep by the run's label) or --from-results PATH"),
+    (["--run-id", "r", "--from-results", "results.json"], "not allowed with argument --run-id"),
     (["--run-id", " "], "--run-id is empty"),
     (["--run-id", "r", "--plugin", "/nonexistent/plugin"], "/nonexistent/plugin"),
     (["--run-id", "r", "--plugin", "true"], "did not complete the handshake"),
@@ -385,6 +389,61 @@ def test_sweep_bad_input_is_one_line_and_exit_2(args: list[str], says: str) -> N
     assert result.stdout == ""
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and lines[0].startswith("sandbox-conformance: error: ") and says in lines[0], lines
+
+
+def _results_recording(path: Path, ids: list[str], **sandboxes: Any) -> Path:
+    path.write_text(json.dumps({"provider": {"kind": "forkd"},
+                                "sandboxes": {"created": len(ids), "deleted": 0, "leaked": [], "ids": ids,
+                                              **sandboxes}}))
+    return path
+
+
+def test_sweep_from_results_deletes_the_recorded_ids_and_counts_those_already_gone(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """In process: forkd 0.5.2 (no labels to list by) on a thread, the sweep command called as a function."""
+    token = f"sweep-token-{uuid.uuid4().hex}"
+    monkeypatch.setenv("FORKD_TOKEN", token)
+    with inprocess.rest_server(token, Forkd052App, log=[]) as url:
+        forkd = open_rest_adapter(load_profile("forkd"), url)
+        try:
+            left, also_left, deleted_before = (forkd.create(SandboxRequest()).id for _ in range(3))
+            forkd.delete(deleted_before)
+            results = _results_recording(tmp_path / "results.json", [left, deleted_before],
+                                         leaked=[also_left])  # an older results.json names only what leaked
+            code, out, err = cli_main(capsys, "sweep", "--from-results", str(results), "--rest", url)
+            assert code == 0, out + err
+            assert out.splitlines() == [f"deleted {left}", f"deleted {also_left}", f"already gone {deleted_before}",
+                                        f"swept the sandboxes {results} records: 2 deleted, 1 already gone, 0 left"]
+            for sandbox_id in (left, also_left):
+                with pytest.raises(ApplicationErrorAnswer, match="not found"):
+                    forkd.describe(sandbox_id)
+            code, out, err = cli_main(capsys, "sweep", "--from-results", str(results), "--rest", url)
+            assert code == 0 and out.splitlines()[-1].endswith("0 deleted, 3 already gone, 0 left"), out + err
+            # a label sweep says what it cannot do, and what to do instead
+            code, _out, err = cli_main(capsys, "sweep", "--run-id", "r", "--rest", url)
+            line = one_usage_line(code, err)
+            assert "cannot be swept by its run label" in line and "labels" in line and "--from-results" in line
+            other = tmp_path / "other.json"
+            other.write_text(json.dumps({"provider": {"kind": "host"}, "sandboxes": {"ids": [left]}}))
+            code, _out, err = cli_main(capsys, "sweep", "--from-results", str(other), "--rest", url)
+            assert "records a run against provider 'host'; this provider is 'forkd'" in one_usage_line(code, err)
+        finally:
+            forkd.close()
+
+
+@pytest.mark.parametrize("content, says", [
+    (None, "does not exist"),
+    ("{not json", "is not JSON"),
+    ("[]", "has no sandboxes section"),
+    ('{"sandboxes": {"ids": [1, 2]}}', "sandboxes.ids is not a list of sandbox ids"),
+])
+def test_sweep_from_results_bad_input_is_one_line_and_exit_2(content: str | None, says: str, tmp_path: Path,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "results.json"
+    if content is not None:
+        path.write_text(content)
+    code, out, err = cli_main(capsys, "sweep", "--from-results", str(path), "--rest", "http://127.0.0.1:9")
+    assert says in one_usage_line(code, err) and out == ""
 
 
 def test_sweep_refuses_a_rest_provider_that_cannot_list_by_label() -> None:

@@ -26,6 +26,7 @@ import pytest
 from conformance.adapter import ExecRequest, SandboxRequest
 from conformance.dialects.rest import load_profile, open_rest_adapter, parse_profile, templates
 from conformance.dialects.rest.adapter import RestAdapter
+from conformance.dialects.rest.profile import TimedOutSignal
 from conformance.errors import (
     ApplicationErrorAnswer,
     NotExpressible,
@@ -34,9 +35,10 @@ from conformance.errors import (
     UsageError,
 )
 from conformance.providers import ProviderConfig
+from conformance.reference.rest_server import COMPAT, EAGAIN_MESSAGE, Forkd052App
 from conformance.transports.http import Credentials, HttpTransport, RetryPolicy
 from tests import inprocess
-from tests.helpers import REPO, SuiteRun, run_cli
+from tests.helpers import REPO, SuiteRun, cli_main, one_usage_line, run_cli
 from tests.mutants import REGISTRY
 
 TOKEN_ENV = "FORKD_TOKEN"  # what the built-in forkd profile reads
@@ -131,6 +133,12 @@ def test_the_built_in_forkd_profile_loads() -> None:
         ("delete/path", "/v1/sandboxes/{sandbox}", "at /delete/path: unknown placeholder {sandbox}"),
         ("exec/working_dir", "field", "at /exec/working_dir"),
         ("exec/timed_out", [{}], "at /exec/timed_out/0"),
+        ("exec/timed_out", [{"status": [500], "body_matches": "(os error 11"}],
+         "at /exec/timed_out/0/body_matches: is not a regular expression"),
+        ("exec/timed_out", [{"after_deadline": True}], "at /exec/timed_out/0: after_deadline alone"),
+        ("exec/timed_out", [{"status": [500], "after_deadline": "yes"}], "at /exec/timed_out/0/after_deadline"),
+        ("exec/negative_exit_code", "maybe", "at /exec/negative_exit_code"),
+        ("create/not_ready", {"wait_s": 5}, "at /create/not_ready"),
         ("health", None, "'health' is a required property"),
         ("surprise", True, "at /: Additional properties are not allowed ('surprise' was unexpected)"),
     ],
@@ -275,6 +283,76 @@ def test_exec_folds_the_command_and_reads_results_timeouts_and_missing_sandboxes
         adapter.exec("sb", ExecRequest("cat", stdin=b"x"))
 
 
+def test_a_timeout_signal_holds_only_when_every_condition_does() -> None:
+    late = TimedOutSignal((500,), body_matches=r"Resource temporarily unavailable \(os error 11\)", after_deadline=True)
+    body = json.dumps({"error": EAGAIN_MESSAGE})
+    assert late.matches(500, body, False, elapsed_s=6.0, deadline_s=1.0)
+    assert late.matches(500, body, False, elapsed_s=1.0, deadline_s=1.0)  # "at least" the deadline
+    assert not late.matches(500, body, False, elapsed_s=0.5, deadline_s=1.0)  # sooner: a broken channel
+    assert not late.matches(500, body, False)  # no timing known: not a timeout
+    assert not late.matches(502, body, False, elapsed_s=6.0, deadline_s=1.0)
+    assert not late.matches(500, '{"error": "exec: connection refused"}', False, elapsed_s=6.0, deadline_s=1.0)
+    phrase = TimedOutSignal(body_contains="deadline exceeded")
+    assert phrase.matches(504, "deadline exceeded", False) and not phrase.matches(200, "deadline exceeded", True)
+
+
+def test_forkd_052_answers_are_read_as_forkd_answers_them() -> None:
+    """The built-in profile reads both forkd eras: the 500 EAGAIN only once the deadline passed, a negative exit
+    code as a signal, a signal field, and 408 / "deadline exceeded"."""
+    def handler(request: httpx.Request) -> httpx.Response:
+        script = _json(request)["args"][-1]
+        if script.startswith("late"):
+            time.sleep(1.05)  # past the 1 s timeout_secs the request asked for
+            return httpx.Response(500, json={"error": EAGAIN_MESSAGE})
+        if script.startswith("early"):
+            return httpx.Response(500, json={"error": EAGAIN_MESSAGE})
+        if script.startswith("killed"):
+            return httpx.Response(200, json={"stdout": "", "stderr": "", "exit_code": -15})
+        if script.startswith("signal"):
+            return httpx.Response(200, json={"stdout": "", "stderr": "", "exit_code": None, "signal": 9})
+        if script.startswith("bad-signal"):
+            return httpx.Response(200, json={"stdout": "", "stderr": "", "exit_code": None, "signal": "TERM"})
+        return httpx.Response(408, json={"error": "exec deadline exceeded after 1.0s (requested timeout_secs=1)"})
+
+    adapter, _mock = _adapter(handler)
+    assert adapter.exec_reports == frozenset({"signal"})
+    late = adapter.exec("sb", ExecRequest("late", timeout_s=1))
+    assert (late.outcome, late.termination, late.exit_code) == ("ran", "timed_out", None)
+    early = adapter.exec("sb", ExecRequest("early", timeout_s=1))
+    assert early.outcome == "infra" and early.error is not None and early.error.kind == "provider"
+    assert EAGAIN_MESSAGE in early.error.message
+    killed = adapter.exec("sb", ExecRequest("killed"))
+    assert (killed.termination, killed.exit_code, killed.signal) == ("killed", None, 15)
+    signalled = adapter.exec("sb", ExecRequest("signal"))
+    assert (signalled.termination, signalled.exit_code, signalled.signal) == ("killed", None, 9)
+    with pytest.raises(SchemaViolation, match="the signal must be a positive integer"):
+        adapter.exec("sb", ExecRequest("bad-signal"))
+    patched = adapter.exec("sb", ExecRequest("sleep 5", timeout_s=1))
+    assert patched.termination == "timed_out"
+    plain, _mock = _adapter(handler, _edited("exec/negative_exit_code", "exit_code").replace("signal: /signal", ""))
+    assert plain.exec_reports == frozenset()
+    assert plain.exec("sb", ExecRequest("killed")).exit_code == -15  # read as it is: the profile says nothing
+
+
+def test_a_create_answered_not_ready_is_sent_again_until_ready_or_the_wait_ends() -> None:
+    answers = iter([409, 409, 201])
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        status = next(answers)
+        if status == 409:
+            return httpx.Response(409, json={"error": "snapshot warm is still being written"})
+        return httpx.Response(201, json=[{"id": "sb-1", "snapshot_tag": "warm"}])
+
+    adapter, mock = _adapter(handler)
+    assert adapter.create(SandboxRequest(from_snapshot="warm")).id == "sb-1"
+    assert len(mock.seen) == 3
+    impatient, mock = _adapter(lambda r: httpx.Response(409, json={"error": "snapshot warm is still being written"}),
+                               _edited("create/not_ready/wait_s", 0))
+    with pytest.raises(ApplicationErrorAnswer) as refused:
+        impatient.create(SandboxRequest(from_snapshot="warm"))
+    assert (refused.value.kind, refused.value.http_status, len(mock.seen)) == ("invalid_state", 409, 1)
+
+
 def test_retries_only_for_idempotent_operations() -> None:
     counts: dict[str, int] = {}
 
@@ -356,6 +434,61 @@ def test_the_reference_server_wants_the_token_everywhere_but_health_and_never_lo
     assert token not in log
 
 
+def test_the_forkd_052_server_answers_as_forkd_052(monkeypatch: pytest.MonkeyPatch) -> None:
+    """--compat forkd-0.5.2: SandboxInfo without a state and with the memory asked, a negative exit code for a
+    signal, 404 "snapshot <tag> not found", 409 while a snapshot is written and then a sandbox from it."""
+    token = _token()
+    served: list[Forkd052App] = []
+
+    class Served(Forkd052App):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            served.append(self)
+
+    with inprocess.rest_server(token, Served, log=[]) as url:
+        headers = {"Authorization": f"Bearer {token}"}
+        created = httpx.post(url + "/v1/sandboxes", json={"memory_limit_mib": 64}, headers=headers, timeout=30)
+        assert created.status_code == 201
+        (info,) = created.json()
+        assert "state" not in info and info["memory_limit_mib"] == 64
+        ran = httpx.post(f"{url}/v1/sandboxes/{info['id']}/exec", json={"args": ["bash", "-c", "kill -TERM $$"]},
+                         headers=headers, timeout=30).json()
+        assert ran == {"stdout": "", "stderr": "", "exit_code": -15}
+        missing = httpx.post(url + "/v1/sandboxes", json={"snapshot_tag": "nosuch"}, headers=headers, timeout=30)
+        assert (missing.status_code, missing.json()) == (404, {"error": "snapshot nosuch not found"})
+        refused = httpx.post(url + "/v1/sandboxes", json={"memory_limit_mib": "lots"}, headers=headers, timeout=30)
+        assert refused.status_code == 400
+        monkeypatch.setenv(TOKEN_ENV, token)
+        adapter = open_rest_adapter(load_profile("forkd"), url)
+        try:
+            served[0].write_snapshot("warming", 0.6)
+            writing = httpx.post(url + "/v1/sandboxes", json={"snapshot_tag": "warming"}, headers=headers, timeout=30)
+            assert writing.status_code == 409
+            started = time.monotonic()
+            warm = adapter.create(SandboxRequest(from_snapshot="warming"))
+            assert time.monotonic() - started >= 0.3 and warm.status.state == "running"
+            assert adapter.describe(warm.id).raw["snapshot_tag"] == "warming"
+            for sandbox_id in (info["id"], warm.id):
+                adapter.delete(sandbox_id)
+        finally:
+            adapter.close()
+
+
+def test_an_unknown_compat_mode_is_exit_2_and_one_line(capsys: pytest.CaptureFixture[str],
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    code, _out, err = cli_main(capsys, "serve", "forkd", "--port", "0", "--compat", "forkd-0.4")
+    line = one_usage_line(code, err)
+    assert "--compat" in line and "forkd-0.4" in line and "forkd-0.5.2" in line
+    from conformance.reference import rest_server
+
+    monkeypatch.setenv("SC_COMPAT_TOKEN", "t0k3n")
+    assert rest_server.main(["--port", "0", "--token-env", "SC_COMPAT_TOKEN", "--compat", "forkd-0.4"]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "unknown --compat 'forkd-0.4'" in err
+    monkeypatch.setenv("FORKD_COMPAT", "forkd-0.5.2")  # the image's way to choose, read when no --compat is given
+    assert rest_server.build_parser().parse_args([]).compat == "forkd-0.5.2"
+
+
 def test_the_reference_server_refuses_to_start_without_a_token() -> None:
     """Subprocess: the server's own process, its exit 2 and one line."""
     completed = subprocess.run([sys.executable, "-m", "conformance.reference.rest_server", "--port", "0",
@@ -368,12 +501,16 @@ def test_the_reference_server_refuses_to_start_without_a_token() -> None:
 def test_serve_runs_the_reference_server_in_the_foreground(tmp_path: Path) -> None:
     """Subprocess: the CLI's serve command."""
     process = subprocess.Popen([sys.executable, "-m", "conformance.cli", "serve", "forkd", "--port", "0",
-                                "--host", "127.0.0.1"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                               env={**os.environ, TOKEN_ENV: "serve-token-1234"})
+                                "--host", "127.0.0.1", "--compat", "forkd-0.5.2"], stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, text=True, env={**os.environ, TOKEN_ENV: "serve-token-1234"})
     try:
         (tmp_path / "serve.log").write_text("(stderr not kept)")
         url = _first_line(process, tmp_path / "serve.log").removeprefix("listening on ").strip()
         assert httpx.get(url + "/healthz", timeout=10).status_code == 200
+        headers = {"Authorization": "Bearer serve-token-1234"}
+        (info,) = httpx.post(url + "/v1/sandboxes", json={}, headers=headers, timeout=10).json()
+        assert "state" not in info  # forkd 0.5.2's SandboxInfo, as --compat asked
+        assert httpx.delete(f"{url}/v1/sandboxes/{info['id']}", headers=headers, timeout=10).status_code == 204
     finally:
         process.terminate()
         assert process.wait(timeout=10) == 0
@@ -436,14 +573,18 @@ def _assert_green(run: SuiteRun | inprocess.InProcessRun) -> dict[str, Any]:
     assert (provider["kind"], provider["dialect"], provider["transport"]) == ("forkd", "rest", "http")
     assert results["sandboxes"]["leaked"] == []
     assert results["sandboxes"]["created"] == results["sandboxes"]["deleted"] > 0
+    assert len(set(results["sandboxes"]["ids"])) == results["sandboxes"]["created"]  # what sweep --from-results reads
     return results
 
 
 @pytest.mark.slow
-def test_the_reference_rest_server_passes_the_whole_suite_over_rest(tmp_path: Path,
+@pytest.mark.parametrize("compat", ["patched", "forkd-0.5.2"])
+def test_the_reference_rest_server_passes_the_whole_suite_over_rest(compat: str, tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """In both of the bundled server's modes: the proposed controller patch, and forkd 0.5.2 (a timeout is a
+    late 500 EAGAIN, a signal a negative exit code, no state in SandboxInfo, memory_limit_mib enforced)."""
     token = _token()
-    with inprocess.rest_server(token) as url:
+    with inprocess.rest_server(token, COMPAT[compat]) as url:
         run = rest_suite(url, token, monkeypatch, tmp_path / "reports")
     results = _assert_green(run)
     passed = {s["id"] for s in results["scenarios"] if s["outcome"] == "passed"}

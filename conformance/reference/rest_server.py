@@ -12,6 +12,9 @@ Routes (JSON bodies; every error is ``{"error": "..."}``):
     POST   /v1/sandboxes/{id}/exec     {args, timeout_secs=30} → 200 {stdout, stderr, exit_code}
                                        | 400 empty args | 404 no such sandbox | 408 deadline exceeded
 
+That is the proposed controller patch (``--compat patched``, the default). ``--compat forkd-0.5.2`` (or
+the environment variable FORKD_COMPAT) serves forkd 0.5.2 as fabro runs it instead: see ``Forkd052App``.
+
 Every route but /healthz needs ``Authorization: Bearer <token>`` (401 otherwise); the token is read
 from the environment variable named by ``--token-env``. One line per request goes to stderr, never
 the token. This module imports only the standard library and stdlib-only reference modules, so it runs
@@ -214,6 +217,102 @@ class ForkdApp:
         self.backend.close()
 
 
+# forkd 0.5.2's answer when the guest agent's reply did not come within timeout_secs + 5 s: the controller's
+# one blocking read of the agent's socket fails with EAGAIN, and the HTTP layer answers 500 with it.
+EAGAIN_MESSAGE = "exec: read response: Resource temporarily unavailable (os error 11)"
+READ_WINDOW_EXTRA_S = 5.0
+
+
+class Forkd052App(ForkdApp):
+    """forkd 0.5.2 as fabro runs it (``--compat forkd-0.5.2``), where the default app follows the proposed
+    controller patch:
+
+    - a command that outlives ``timeout_secs`` is killed, and the answer is HTTP 500
+      ``{"error": "exec: read response: Resource temporarily unavailable (os error 11)"}`` about
+      ``timeout_secs + 5`` s after the request (the controller's read window), not 408;
+    - a command a signal ended answers an integer ``exit_code``: ``-N`` for signal N (the guest agent's
+      ``subprocess.run`` returncode), with no ``signal`` field;
+    - ``SandboxInfo`` has no ``state``; it carries ``memory_limit_mib`` as asked;
+    - ``memory_limit_mib`` is accepted and enforced (here: every command's address space is limited to it,
+      where forkd sizes the microVM);
+    - a create from a snapshot tag still being written answers 409 (see ``writing``); an unknown tag 404.
+    """
+
+    compat = "forkd-0.5.2"
+
+    def __init__(self, token: str, backend: HostBackend | None = None,
+                 environ: Mapping[str, str] | None = None) -> None:
+        super().__init__(token, backend, environ)
+        self.memory_limits: dict[str, int] = {}  # sandbox id → memory_limit_mib asked at create
+        self.writing: dict[str, float] = {}  # snapshot tag → time.monotonic() when it is written and ready
+        self._closing = threading.Event()
+
+    def info(self, sandbox: HostSandbox) -> dict[str, Any]:
+        info = super().info(sandbox)
+        del info["state"]
+        info["memory_limit_mib"] = self.memory_limits.get(sandbox.id)
+        return info
+
+    def write_snapshot(self, tag: str, seconds: float) -> None:
+        """Register ``tag`` as a snapshot whose writing finishes ``seconds`` from now: until then a create
+        from it answers 409, afterwards it starts sandboxes like the default snapshot."""
+        self.writing[tag] = time.monotonic() + seconds
+
+    def create(self, body: Any) -> Answer:
+        body = self.object_body(body)
+        memory = body.get("memory_limit_mib")
+        if memory is not None and (isinstance(memory, bool) or not isinstance(memory, int) or memory <= 0):
+            raise error(400, "memory_limit_mib must be a positive integer")
+        tag = body.get("snapshot_tag")
+        if isinstance(tag, str) and tag in self.writing:
+            if time.monotonic() < self.writing[tag]:
+                raise error(409, f"snapshot {tag} is still being written; retry once it is ready")
+            body = {key: value for key, value in body.items() if key != "snapshot_tag"}  # ready: the default
+        answer = super().create({key: value for key, value in body.items() if key != "memory_limit_mib"})
+        (info,) = answer.body
+        if isinstance(tag, str) and tag in self.writing:
+            self.snapshot_tags[info["id"]] = tag
+        if memory is not None:
+            self.memory_limits[info["id"]] = memory
+        return Answer(answer.status, [self.info(self.live(info["id"]))])
+
+    def exec(self, sandbox_id: str, body: Any) -> Answer:
+        limit = self.memory_limits.get(sandbox_id)
+        if limit is not None and isinstance(body, dict) and isinstance(body.get("args"), list) and body["args"]:
+            # The limit wraps the command (then replaced by it, so its exit and signals are the command's).
+            wrapper = ["bash", "-c", f'ulimit -v {limit * 1024} && exec "$@"', "forkd-memory-limit"]
+            body = {**body, "args": wrapper + list(body["args"])}
+        return super().exec(sandbox_id, body)
+
+    def exec_result(self, run: Any) -> dict[str, Any]:
+        result = super().exec_result(run)
+        signal_number = result.pop("signal", None)
+        if signal_number is not None:
+            result["exit_code"] = -signal_number  # Popen's returncode for a command a signal ended
+        return result
+
+    def timed_out(self, run: Any, elapsed_s: float, timeout: float) -> Answer:
+        # The command is already killed; the answer waits out the controller's read window.
+        self._closing.wait(max(0.0, timeout + READ_WINDOW_EXTRA_S - elapsed_s))
+        return error(500, EAGAIN_MESSAGE)
+
+    def close(self) -> None:
+        self._closing.set()
+        super().close()
+
+
+# What `--compat` names: the proposed controller patch (the default) and forkd 0.5.2.
+COMPAT = {"patched": ForkdApp, "forkd-0.5.2": Forkd052App}
+DEFAULT_COMPAT = "patched"
+
+
+def compat_app(name: str) -> type[ForkdApp]:
+    """The app class ``--compat NAME`` serves; ``ValueError`` (one line) for an unknown name."""
+    if name not in COMPAT:
+        raise ValueError(f"unknown --compat {name!r}: choose {' or '.join(COMPAT)}")
+    return COMPAT[name]
+
+
 class Handler(BaseHTTPRequestHandler):
     """HTTP/1.1 framing around ``ForkdApp``: read a JSON body, answer JSON with a Content-Length."""
 
@@ -308,6 +407,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--port", type=int, default=8889, help="port to listen on; 0 picks a free one (default 8889)")
     parser.add_argument("--token-env", default="FORKD_TOKEN", metavar="NAME",
                         help="environment variable holding the bearer token (default FORKD_TOKEN)")
+    parser.add_argument("--compat", default=os.environ.get("FORKD_COMPAT", DEFAULT_COMPAT), metavar="MODE",
+                        help=f"whose behaviour to reproduce: {' or '.join(COMPAT)} (default {DEFAULT_COMPAT}, "
+                             "or the environment variable FORKD_COMPAT)")
     return parser
 
 
@@ -350,7 +452,12 @@ def _interrupt(signum: int, frame: Any) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return serve(args.host, args.port, args.token_env)
+    try:
+        app_class = compat_app(args.compat)
+    except ValueError as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        return 2
+    return serve(args.host, args.port, args.token_env, app_class)
 
 
 if __name__ == "__main__":

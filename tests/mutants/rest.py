@@ -6,10 +6,11 @@ Started as ``python -m tests.mutants.launch rest NAME --port P --token-env ENV``
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from conformance.reference.host_backend import BackendError
-from conformance.reference.rest_server import Answer, ForkdApp, error
+from conformance.reference.rest_server import EAGAIN_MESSAGE, Answer, Forkd052App, ForkdApp, error
 from tests.mutants import mutant
 
 
@@ -166,3 +167,86 @@ class ErrorsAsPlainText(ForkdApp):
         if answer.status >= 400 and isinstance(answer.body, dict):
             return Answer(answer.status, None)
         return answer
+
+
+# -- forkd 0.5.2 (the server's --compat forkd-0.5.2) ------------------------------------------------
+
+
+@mutant("rest-052-control")
+class Forkd052Control(Forkd052App):
+    """(control) forkd 0.5.2 as it is: a timeout is a 500 EAGAIN after the deadline, a signal a negative exit
+    code, SandboxInfo has no state, memory_limit_mib is enforced."""
+
+
+@mutant("rest-052-eagain-early")
+class EagainBeforeTheDeadline(Forkd052App):
+    """Gives up reading the command's answer at half its timeout_secs (a read window shorter than the
+    deadline) and answers the 500 EAGAIN then, while the command still runs: a broken channel, not a timeout."""
+
+    def exec(self, sandbox_id: str, body: Any) -> Answer:
+        timeout = body.get("timeout_secs") if isinstance(body, dict) else None
+        if isinstance(timeout, int | float) and not isinstance(timeout, bool):
+            done = threading.Event()
+            threading.Thread(target=lambda: (super(EagainBeforeTheDeadline, self).exec(sandbox_id, body),
+                                             done.set()), daemon=True).start()
+            if not done.wait(timeout / 2):
+                raise error(500, EAGAIN_MESSAGE)
+        return super().exec(sandbox_id, body)
+
+
+@mutant("rest-052-timeout-exit-minus-9")
+class TimeoutAsKilled(Forkd052App):
+    """Answers a command that outlived its timeout as 200 with exit code -9, the returncode of the kill."""
+
+    def timed_out(self, run: Any, elapsed_s: float, timeout: float) -> Answer:
+        return Answer(200, {"stdout": run.stdout.decode("utf-8", errors="replace"), "stderr": "", "exit_code": -9})
+
+
+@mutant("rest-052-signal-as-exit-143")
+class SignalAsShellExitCode(Forkd052App):
+    """Answers a command a signal ended with exit code 128 + N, a shell's convention, instead of -N."""
+
+    def exec_result(self, run: Any) -> dict[str, Any]:
+        result = super().exec_result(run)
+        if isinstance(result["exit_code"], int) and result["exit_code"] < 0:
+            result["exit_code"] = 128 - result["exit_code"]
+        return result
+
+
+@mutant("rest-052-state-stopped")
+class DescribesRunningAsStopped(Forkd052App):
+    """Adds a state to SandboxInfo, and it is wrong: stopped, for a sandbox that runs commands."""
+
+    def info(self, sandbox: Any) -> dict[str, Any]:
+        return {**super().info(sandbox), "state": "stopped"}
+
+
+@mutant("rest-052-missing-snapshot-500")
+class MissingSnapshotServerError(Forkd052App):
+    """Answers a create from a snapshot tag it does not have with 500, as if restoring it broke."""
+
+    def create(self, body: Any) -> Answer:
+        try:
+            return super().create(body)
+        except Answer as answer:
+            if answer.status == 404:
+                raise error(500, "restore_many: firecracker API PUT /snapshot/load returned 400") from None
+            raise
+
+
+@mutant("rest-052-missing-snapshot-default")
+class MissingSnapshotStartsDefault(Forkd052App):
+    """Starts a sandbox from the default snapshot when the tag asked for does not exist (201)."""
+
+    def create(self, body: Any) -> Answer:
+        if isinstance(body, dict) and body.get("snapshot_tag") not in (None, "default"):
+            body = {key: value for key, value in body.items() if key != "snapshot_tag"}
+        return super().create(body)
+
+
+@mutant("rest-052-memory-ignored")
+class MemoryLimitIgnored(Forkd052App):
+    """Accepts memory_limit_mib and reports it in SandboxInfo, but runs commands without any limit."""
+
+    def exec(self, sandbox_id: str, body: Any) -> Answer:
+        return ForkdApp.exec(self, sandbox_id, body)

@@ -12,6 +12,7 @@ import math
 import os
 import secrets
 import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -78,7 +79,6 @@ class RestAdapter(ProviderAdapter):
 
     dialect = NAME
     capabilities_without_method = {"lifecycle.stop": "stop a sandbox"}  # no profile operation stops one
-    exec_reports: frozenset[str] = frozenset()  # text stdout/stderr and an exit code; no signal, duration, stage
 
     def __init__(self, profile: Profile, transport: HttpTransport, run_labels: Mapping[str, str] | None = None,
                  base_spec: Mapping[str, Any] | None = None, call_timeout_s: float = 30.0,
@@ -93,6 +93,13 @@ class RestAdapter(ProviderAdapter):
         self._closed = threading.Event()
         self.credentials = RestCredentials(self)
         transport.add_observer(self._observe)
+
+    @property
+    def exec_reports(self) -> frozenset[str]:  # type: ignore[override]
+        """Text stdout/stderr and an exit code; a signal only where the profile says how one is answered.
+        Never a duration or a stage."""
+        profile = self.profile
+        return frozenset({"signal"}) if profile.signal or profile.negative_exit_code == "signal" else frozenset()
 
     # -- identity, capabilities and the handshake ------------------------------------------------
 
@@ -179,7 +186,7 @@ class RestAdapter(ProviderAdapter):
             if not isinstance(body, dict):
                 raise UsageError(f"{self.profile.source}: create.body must be an object to carry extra fields")
             body = {**self.base_spec, **body, **request.extra}
-        answer = self._send(self.profile.create, body=body)
+        answer = self._create_when_ready(body)
         if answer.status not in self.profile.create.success:
             raise self._error("create", answer, sent=body)
         document = self._json(answer, "the create answer")
@@ -194,6 +201,23 @@ class RestAdapter(ProviderAdapter):
         status = SandboxStatus(sandbox_id, state, labels=dict(values.get("labels") or {}), raw=document)
         return SandboxHandle(id=sandbox_id, status=status, working_directory=None, runtime_directory=None,
                              capabilities=None, raw=document)
+
+    def _create_when_ready(self, body: Any) -> HttpAnswer:
+        """Send the create; while it is answered "not ready yet" (a status the profile lists under
+        create.not_ready, which creates nothing), send it again after a growing pause, up to the
+        profile's wait. The last answer is the create's."""
+        profile = self.profile
+        deadline = time.monotonic() + profile.create_not_ready_wait_s
+        pause = 0.2
+        while True:
+            answer = self._send(profile.create, body=body)
+            if answer.status not in profile.create_not_ready or self._closed.is_set():
+                return answer
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return answer
+            self._closed.wait(min(pause, left))
+            pause = min(pause * 2, 2.0)
 
     def describe(self, sandbox_id: str) -> SandboxStatus:
         get = self.profile.get
@@ -274,9 +298,13 @@ class RestAdapter(ProviderAdapter):
             "env": dict(request.env) or None if profile.exec_env == "field" else None,
         }
         body = self._fill("exec", profile.exec.body, values)
+        sent = time.monotonic()
         answer = self._send(profile.exec, values, body=body, timeout_s=request.timeout_s + self.request_timeout_s)
+        elapsed_s = time.monotonic() - sent
+        deadline_s = values["timeout"] / (1 if profile.timeout_unit == "s" else 1000)  # the deadline as sent
         success = answer.status in profile.exec.success
-        if any(signal.matches(answer.status, answer.text, success) for signal in profile.timed_out):
+        if any(signal.matches(answer.status, answer.text, success, elapsed_s, deadline_s)
+               for signal in profile.timed_out):
             document = _json_or_none(answer)
             return ExecOutcome("ran", "timed_out", None, None, self._stream(document, profile.stdout),
                                self._stream(document, profile.stderr), None, raw=document)
@@ -288,11 +316,30 @@ class RestAdapter(ProviderAdapter):
         if not found or not (exit_code is None or (isinstance(exit_code, int) and not isinstance(exit_code, bool))):
             raise SchemaViolation(f"the exec answer (HTTP {answer.status})", profile.exit_code,
                                   f"the exit code must be an integer (found {exit_code!r})", document)
+        signal = self._signal(document, exit_code)
+        if signal is not None:
+            exit_code = None  # ended by a signal: the program gave no exit code
+        termination = "killed" if signal is not None else "exited" if exit_code is not None else "unknown"
         return ExecOutcome(
-            outcome="ran", termination="exited" if exit_code is not None else "unknown", exit_code=exit_code,
-            signal=None, stdout=self._stream(document, profile.stdout, required=True),
+            outcome="ran", termination=termination, exit_code=exit_code,
+            signal=signal, stdout=self._stream(document, profile.stdout, required=True),
             stderr=self._stream(document, profile.stderr, required=True), duration_s=None, raw=document,
         )
+
+    def _signal(self, document: Any, exit_code: int | None) -> int | None:
+        """The signal that ended the command, where the profile says how an answer names one: a field
+        (``exec.signal``), or a negative exit code (``exec.negative_exit_code: signal``)."""
+        profile = self.profile
+        if profile.signal is not None:
+            found, value = templates.resolve(document, profile.signal)
+            if found and value is not None:
+                if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                    raise SchemaViolation("the exec answer", profile.signal,
+                                          f"the signal must be a positive integer (found {value!r})", document)
+                return value
+        if profile.negative_exit_code == "signal" and exit_code is not None and exit_code < 0:
+            return -exit_code
+        return None
 
     def _timeout_value(self, timeout_s: float) -> int:
         scaled = timeout_s if self.profile.timeout_unit == "s" else timeout_s * 1000

@@ -4,6 +4,7 @@ operation knows). Every problem is one ``UsageError`` line naming the profile an
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -39,15 +40,32 @@ class Operation:
 
 @dataclass(frozen=True)
 class TimedOutSignal:
+    """One way a provider says a command outlived its timeout: an answer's status (any of ``statuses``),
+    its body (containing ``body_contains``, matching the regular expression ``body_matches``) and, with
+    ``after_deadline``, its timing: it came no sooner than the deadline the request asked for. Every
+    condition given must hold."""
+
     statuses: tuple[int, ...] = ()
     body_contains: str | None = None
+    body_matches: str | None = None
+    after_deadline: bool = False
 
-    def matches(self, status: int, body: str, success: bool) -> bool:
+    def matches(self, status: int, body: str, success: bool, elapsed_s: float | None = None,
+                deadline_s: float | None = None) -> bool:
+        """Whether an answer is this signal. ``elapsed_s`` is the time from sending the request to its
+        answer, ``deadline_s`` the timeout the request asked for (as sent, in seconds)."""
         if self.statuses and status not in self.statuses:
             return False
         if not self.statuses and success:
             return False  # a body phrase alone must never turn a command's own output into a timeout
-        return self.body_contains is None or self.body_contains in body
+        if self.body_contains is not None and self.body_contains not in body:
+            return False
+        if self.body_matches is not None and re.search(self.body_matches, body) is None:
+            return False
+        if self.after_deadline:
+            # An answer before the deadline cannot be the deadline passing, whatever it says.
+            return elapsed_s is not None and deadline_s is not None and elapsed_s >= deadline_s
+        return True
 
 
 @dataclass(frozen=True)
@@ -72,6 +90,8 @@ class Profile:
     create_id: list[str]
     create_state: str | None
     create_extra: frozenset[str]
+    create_not_ready: tuple[int, ...]
+    create_not_ready_wait_s: float
     exec: Operation
     exec_command: str
     exec_working_dir: str
@@ -83,6 +103,8 @@ class Profile:
     exit_code: str
     timed_out: tuple[TimedOutSignal, ...]
     missing: tuple[int, ...]
+    signal: str | None
+    negative_exit_code: str
     delete: Operation
     get: Operation | None
     get_id: list[str] | None
@@ -181,6 +203,16 @@ def _semantic_problems(document: dict[str, Any]) -> list[tuple[str, str]]:
                 found.append((f"/{operation}/body{pointer}",
                               f"unknown placeholder {{{name}}} (allowed: {', '.join(sorted(allowed))})"))
     exec_spec = document["exec"]
+    for index, signal in enumerate(exec_spec.get("timed_out", [])):
+        pattern = signal.get("body_matches")
+        if pattern is not None:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                found.append((f"/exec/timed_out/{index}/body_matches", f"is not a regular expression: {exc}"))
+        if signal.get("after_deadline") and not ({"status", "body_contains", "body_matches"} & set(signal)):
+            found.append((f"/exec/timed_out/{index}", ("after_deadline alone would read any late error as a "
+                                                       "timeout: give a status or a body pattern too")))
     used = templates.names(exec_spec.get("body"))
     if "command" not in used:
         found.append(("/exec/body", "the body must carry the command: put \"{command}\" where it goes"))
@@ -231,15 +263,20 @@ def _build(document: dict[str, Any], source: str) -> Profile:
         create_id=_pointers(document["create"]["id"]) or [],
         create_state=document["create"].get("state"),
         create_extra=frozenset(document["create"].get("extra", [])),
+        create_not_ready=_statuses(document["create"].get("not_ready", {}), "status"),
+        create_not_ready_wait_s=document["create"].get("not_ready", {}).get("wait_s", 30.0),
         exec=_operation(exec_spec, "POST"),
         exec_command=exec_spec.get("command", "argv"),
         exec_working_dir=exec_spec.get("working_dir", "fold"),
         exec_env=exec_spec.get("env", "fold"),
         timeout_unit=timeout.get("unit", "s"), timeout_minimum=timeout.get("minimum", 1),
         stdout=exec_spec.get("stdout"), stderr=exec_spec.get("stderr"), exit_code=exec_spec["exit_code"],
-        timed_out=tuple(TimedOutSignal(_statuses(s, "status"), s.get("body_contains"))
+        timed_out=tuple(TimedOutSignal(_statuses(s, "status"), s.get("body_contains"), s.get("body_matches"),
+                                       s.get("after_deadline", False))
                         for s in exec_spec.get("timed_out", [])),
         missing=_statuses(exec_spec, "missing"),
+        signal=exec_spec.get("signal"),
+        negative_exit_code=exec_spec.get("negative_exit_code", "exit_code"),
         delete=_operation(document["delete"], "DELETE"),
         get=_operation(get_spec, "GET") if get_spec else None,
         get_id=_pointers(get_spec.get("id")) if get_spec else None,
