@@ -38,7 +38,7 @@ def start_server(token: str) -> tuple[subprocess.Popen[str], str]:
 
 
 def raw_cycle(client: httpx.Client) -> None:
-    created = client.post("/v1/sandboxes", json={})
+    created = client.post("/v1/sandboxes", json={"snapshot_tag": "default"})
     created.raise_for_status()
     body = created.json()
     sandbox_id = (body[0] if isinstance(body, list) else body)["id"]

@@ -222,11 +222,22 @@ def test_create_reads_the_id_of_an_array_answer_and_of_a_bare_object() -> None:
         adapter, mock = _adapter(lambda r, body=body: httpx.Response(201, json=body))
         handle = adapter.create(SandboxRequest())
         assert handle.id in ("sb-1", "sb-2")
-        assert _json(mock.seen[0]) == {}  # optional fields without values are dropped; the run label too
+        # optional fields without values are dropped, the run label too; forkd's required tag is the default
+        assert _json(mock.seen[0]) == {"snapshot_tag": "default"}
         assert mock.seen[0].headers["Authorization"] == "Bearer secret-token-123"
     adapter, _mock = _adapter(lambda r: httpx.Response(201, json=[{"sandbox_id": "x"}]))
     with pytest.raises(SchemaViolation, match=r"no sandbox id at /0/id or /id"):
         adapter.create(SandboxRequest())
+
+
+def test_the_profiles_create_defaults_yield_to_the_create_spec_and_to_the_scenario() -> None:
+    mock = Mock(lambda r: httpx.Response(201, json=[{"id": "sb"}]), [])
+    http = HttpTransport("http://provider.test", Credentials("bearer", None, "secret-token-123"),
+                         transport=httpx.MockTransport(mock))
+    adapter = RestAdapter(parse_profile(FORKD_TEXT, "test profile"), http, base_spec={"snapshot_tag": "zen-gate-base"})
+    adapter.create(SandboxRequest())
+    adapter.create(SandboxRequest(from_snapshot="warm"))
+    assert [_json(sent)["snapshot_tag"] for sent in mock.seen] == ["zen-gate-base", "warm"]
 
 
 def test_create_maps_what_the_profile_maps_and_refuses_to_express_the_rest() -> None:
@@ -391,7 +402,7 @@ def test_the_transcript_records_requests_and_answers_without_the_token() -> None
     adapter.transport.add_observer(lambda channel, direction, text: seen.append((channel, direction, text)))
     adapter.create(SandboxRequest())
     assert [d for _c, d, _t in seen] == ["sent", "received"]
-    assert seen[0][2] == "POST http://provider.test/v1/sandboxes {}" and seen[1][2].startswith("201 (")
+    assert seen[0][2] == "POST http://provider.test/v1/sandboxes {\"snapshot_tag\":\"default\"}" and seen[1][2].startswith("201 (")
     assert all("secret-token-123" not in text for _c, _d, text in seen)
 
 
@@ -435,7 +446,8 @@ def test_the_reference_server_wants_the_token_everywhere_but_health_and_never_lo
 
 
 def test_the_forkd_052_server_answers_as_forkd_052(monkeypatch: pytest.MonkeyPatch) -> None:
-    """--compat forkd-0.5.2: SandboxInfo without a state and with the memory asked, a negative exit code for a
+    """--compat forkd-0.5.2: a create without the required snapshot_tag refused 422 in text (axum's rejection),
+    SandboxInfo without a state and with the memory asked, a negative exit code for a
     signal, 404 "snapshot <tag> not found", 409 while a snapshot is written and then a sandbox from it."""
     token = _token()
     served: list[Forkd052App] = []
@@ -447,7 +459,11 @@ def test_the_forkd_052_server_answers_as_forkd_052(monkeypatch: pytest.MonkeyPat
 
     with inprocess.rest_server(token, Served, log=[]) as url:
         headers = {"Authorization": f"Bearer {token}"}
-        created = httpx.post(url + "/v1/sandboxes", json={"memory_limit_mib": 64}, headers=headers, timeout=30)
+        untagged = httpx.post(url + "/v1/sandboxes", json={"memory_limit_mib": 64}, headers=headers, timeout=30)
+        assert (untagged.status_code, untagged.headers["content-type"].split(";")[0]) == (422, "text/plain")
+        assert "missing field `snapshot_tag`" in untagged.text
+        created = httpx.post(url + "/v1/sandboxes", json={"snapshot_tag": "default", "memory_limit_mib": 64},
+                             headers=headers, timeout=30)
         assert created.status_code == 201
         (info,) = created.json()
         assert "state" not in info and info["memory_limit_mib"] == 64
@@ -456,7 +472,8 @@ def test_the_forkd_052_server_answers_as_forkd_052(monkeypatch: pytest.MonkeyPat
         assert ran == {"stdout": "", "stderr": "", "exit_code": -15}
         missing = httpx.post(url + "/v1/sandboxes", json={"snapshot_tag": "nosuch"}, headers=headers, timeout=30)
         assert (missing.status_code, missing.json()) == (404, {"error": "snapshot nosuch not found"})
-        refused = httpx.post(url + "/v1/sandboxes", json={"memory_limit_mib": "lots"}, headers=headers, timeout=30)
+        refused = httpx.post(url + "/v1/sandboxes", json={"snapshot_tag": "default", "memory_limit_mib": "lots"},
+                              headers=headers, timeout=30)
         assert refused.status_code == 400
         monkeypatch.setenv(TOKEN_ENV, token)
         adapter = open_rest_adapter(load_profile("forkd"), url)
@@ -508,7 +525,7 @@ def test_serve_runs_the_reference_server_in_the_foreground(tmp_path: Path) -> No
         url = _first_line(process, tmp_path / "serve.log").removeprefix("listening on ").strip()
         assert httpx.get(url + "/healthz", timeout=10).status_code == 200
         headers = {"Authorization": "Bearer serve-token-1234"}
-        (info,) = httpx.post(url + "/v1/sandboxes", json={}, headers=headers, timeout=10).json()
+        (info,) = httpx.post(url + "/v1/sandboxes", json={"snapshot_tag": "default"}, headers=headers, timeout=10).json()
         assert "state" not in info  # forkd 0.5.2's SandboxInfo, as --compat asked
         assert httpx.delete(f"{url}/v1/sandboxes/{info['id']}", headers=headers, timeout=10).status_code == 204
     finally:

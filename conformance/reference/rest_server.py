@@ -60,6 +60,10 @@ def error(status: int, message: str) -> Answer:
     return Answer(status, {"error": message})
 
 
+class PlainText(str):
+    """An answer body sent as text/plain, not JSON (axum's own rejections of a body it cannot decode)."""
+
+
 class ForkdApp:
     """What each route does, independent of HTTP framing. A variant subclasses it and overrides one thing.
 
@@ -235,7 +239,8 @@ class Forkd052App(ForkdApp):
     - ``SandboxInfo`` has no ``state``; it carries ``memory_limit_mib`` as asked;
     - ``memory_limit_mib`` is accepted and enforced (here: every command's address space is limited to it,
       where forkd sizes the microVM);
-    - a create from a snapshot tag still being written answers 409 (see ``writing``); an unknown tag 404.
+    - a create from a snapshot tag still being written answers 409 (see ``writing``); an unknown tag 404;
+    - a create without a ``snapshot_tag`` is refused 422 in text (the field is required there).
     """
 
     compat = "forkd-0.5.2"
@@ -260,6 +265,10 @@ class Forkd052App(ForkdApp):
 
     def create(self, body: Any) -> Answer:
         body = self.object_body(body)
+        if not isinstance(body.get("snapshot_tag"), str):
+            # CreateSandboxRequest.snapshot_tag is a required String: axum's Json extractor refuses the body
+            problem = "missing field `snapshot_tag`" if "snapshot_tag" not in body else "invalid type for `snapshot_tag`"
+            raise Answer(422, PlainText(f"Failed to deserialize the JSON body into the target type: {problem}"))
         memory = body.get("memory_limit_mib")
         if memory is not None and (isinstance(memory, bool) or not isinstance(memory, int) or memory <= 0):
             raise error(400, "memory_limit_mib must be a positive integer")
@@ -366,11 +375,13 @@ class Handler(BaseHTTPRequestHandler):
             raise error(400, f"the body is not JSON: {exc}") from None
 
     def answer(self, answer: Answer, path: str, started: float) -> None:
-        payload = b"" if answer.body is None else json.dumps(answer.body).encode("utf-8")
+        text = isinstance(answer.body, PlainText)
+        payload = (b"" if answer.body is None else str(answer.body).encode("utf-8") if text
+                   else json.dumps(answer.body).encode("utf-8"))
         try:
             self.send_response(answer.status)
             if answer.body is not None:
-                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Type", "text/plain; charset=utf-8" if text else "application/json")
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()
             if payload:

@@ -182,10 +182,12 @@ class RestAdapter(ProviderAdapter):
         if self.profile.supports_labels:
             values["labels"] = {**self.run_labels, **request.labels}  # the run label only where labels exist
         body = self._fill("create", self.profile.create.body, values)
-        if self.base_spec or request.extra:
+        defaults = self.profile.create_defaults
+        if defaults or self.base_spec or request.extra:
             if not isinstance(body, dict):
                 raise UsageError(f"{self.profile.source}: create.body must be an object to carry extra fields")
-            body = {**self.base_spec, **body, **request.extra}
+            # weakest first: the profile's defaults, then --create-spec, the scenario's fields, its extra fields
+            body = {**defaults, **self.base_spec, **body, **request.extra}
         answer = self._create_when_ready(body)
         if answer.status not in self.profile.create.success:
             raise self._error("create", answer, sent=body)

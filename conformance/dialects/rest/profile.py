@@ -90,6 +90,9 @@ class Profile:
     create_id: list[str]
     create_state: str | None
     create_extra: frozenset[str]
+    # Body members sent when neither the scenario nor --create-spec sets them (an API that requires a field
+    # the suite has no neutral term for: forkd's create needs a snapshot tag).
+    create_defaults: dict[str, Any]
     create_not_ready: tuple[int, ...]
     create_not_ready_wait_s: float
     exec: Operation
@@ -263,6 +266,7 @@ def _build(document: dict[str, Any], source: str) -> Profile:
         create_id=_pointers(document["create"]["id"]) or [],
         create_state=document["create"].get("state"),
         create_extra=frozenset(document["create"].get("extra", [])),
+        create_defaults=dict(document["create"].get("defaults", {})),
         create_not_ready=_statuses(document["create"].get("not_ready", {}), "status"),
         create_not_ready_wait_s=document["create"].get("not_ready", {}).get("wait_s", 30.0),
         exec=_operation(exec_spec, "POST"),
