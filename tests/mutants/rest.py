@@ -240,7 +240,7 @@ class MissingSnapshotStartsDefault(Forkd052App):
 
     def create(self, body: Any) -> Answer:
         if isinstance(body, dict) and body.get("snapshot_tag") not in (None, "default"):
-            body = {key: value for key, value in body.items() if key != "snapshot_tag"}
+            body = {**body, "snapshot_tag": "default"}
         return super().create(body)
 
 
