@@ -102,8 +102,14 @@ def build_parser() -> argparse.ArgumentParser:
     which = sweep.add_mutually_exclusive_group()
     which.add_argument("--run-id", help="the run whose sandboxes to delete (its label value)")
     which.add_argument("--from-results", metavar="PATH",
-                       help="delete every sandbox a past run's results.json records, by id (for a provider that "
-                            "cannot list by label, such as forkd); one already gone counts as done")
+                       help="delete the sandboxes a past run's results.json says it left, by id (for a provider that "
+                            "cannot list by label, such as forkd), through the provider that run used; one already "
+                            "gone counts as done")
+    sweep.add_argument("--all-recorded", action="store_true",
+                       help="with --from-results: every sandbox the run created, not only those it left (for a "
+                            "provider whose deletes may not have taken effect)")
+    sweep.add_argument("--provider-moved", action="store_true",
+                       help="with --from-results: the run's provider is reached at another URL or command now")
     _provider_options(sweep.add_argument_group("provider (default: the bundled reference plugin)"), for_run=False)
 
     init = commands.add_parser("init", help="write a configuration file, a GitHub Actions workflow and an empty "
@@ -441,8 +447,11 @@ def command_sweep(args: argparse.Namespace) -> int:
         rest_url=args.rest, profile=profile_reference(args.profile, args.rest is not None), sha256=args.sha256,
     )
     config.validate()
+    if args.from_results is None and (args.all_recorded or args.provider_moved):
+        raise UsageError(f"{'--all-recorded' if args.all_recorded else '--provider-moved'} applies to --from-results "
+                         "only")
     if args.from_results is not None:
-        result = sweep.sweep_recorded(config, Path(args.from_results))
+        result = sweep.sweep_recorded(config, Path(args.from_results), args.all_recorded, args.provider_moved)
     elif args.run_id is None:
         raise UsageError("give --run-id (sweep by the run's label) or --from-results PATH (by the ids a results.json "
                          "records)")

@@ -7,8 +7,11 @@ nothing is left. It needs a provider whose sandboxes outlive the plugin process 
 a real provider's do, and a dialect that can list by label.
 
 A provider that cannot list by label (forkd's API has no labels) is swept by id instead:
-``--from-results PATH`` deletes every sandbox a past run's results.json records (``sandboxes.ids``),
-counting one that is already gone as done.
+``--from-results PATH`` deletes the sandboxes a past run's results.json says it left (``sandboxes.leaked``
+and ``died_holding``), or with ``--all-recorded`` every one it created (``sandboxes.ids``: for a provider
+whose deletes were answered but may not have taken effect), counting one already gone as done. Only
+through the provider the run used: an id means nothing to another provider, and one that reuses ids
+would lose a sandbox that is not the run's.
 """
 
 from __future__ import annotations
@@ -82,9 +85,9 @@ def sweep(config: ProviderConfig) -> SweepResult:
         connections.close()
 
 
-def recorded_ids(path: Path) -> tuple[list[str], dict[str, Any]]:
-    """The sandbox ids a results.json records (every one the run created, else those it left), and the
-    document. ``UsageError`` (one line) when it is no results.json."""
+def recorded_ids(path: Path, every: bool = False) -> tuple[list[str], dict[str, Any]]:
+    """The sandbox ids a results.json says its run left (``leaked``, ``died_holding``; with ``every``, also
+    every one it created, ``ids``), and the document. ``UsageError`` (one line) when it is no results.json."""
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -96,9 +99,13 @@ def recorded_ids(path: Path) -> tuple[list[str], dict[str, Any]]:
     sandboxes = document.get("sandboxes") if isinstance(document, dict) else None
     if not isinstance(sandboxes, dict):
         raise UsageError(f"--from-results {path} is not a results.json of a run (it has no sandboxes section)")
+    provider = document.get("provider")
+    if not isinstance(provider, dict) or not isinstance(provider.get("kind"), str) \
+            or not isinstance(provider.get("command"), str):
+        raise UsageError(f"--from-results {path} does not say which provider its run used (provider.kind and "
+                         "provider.command): its sandbox ids cannot be swept safely")
     ids: list[str] = []
-    # A results.json written before sandboxes.ids existed still names what the run left.
-    for key in ("ids", "leaked", "died_holding"):
+    for key in ("leaked", "died_holding", *(("ids",) if every else ())):
         value = sandboxes.get(key) or []
         if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
             raise UsageError(f"--from-results {path}: sandboxes.{key} is not a list of sandbox ids")
@@ -106,22 +113,32 @@ def recorded_ids(path: Path) -> tuple[list[str], dict[str, Any]]:
     return ids, document
 
 
-def sweep_recorded(config: ProviderConfig, path: Path) -> SweepResult:
-    """Delete every sandbox ``path`` (a past run's results.json) records, through the provider ``config``
-    names; one already gone counts as done. Then describe each again, where the provider can, to see
-    what is left."""
-    ids, document = recorded_ids(path)
+def _same_provider(path: Path, recorded: dict[str, Any], identity: Any, moved: bool) -> None:
+    """``UsageError`` unless ``identity`` is the provider the recorded run used (its kind, and the URL or
+    command it was reached by, unless ``moved`` says it is reached differently now)."""
+    if recorded["kind"] != identity.kind:
+        raise UsageError(f"--from-results {path} records a run against provider {recorded['kind']!r}; this provider "
+                         f"is {identity.kind!r}")
+    if not moved and recorded["command"].rstrip("/") != identity.command.rstrip("/"):
+        # the current command is not shown: it may hold what the recorded one has redacted
+        raise UsageError(f"--from-results {path} records a run against {recorded['command']}, and this provider is "
+                         "reached differently; sweep through that one, or add --provider-moved if it is the same "
+                         "provider at a new address")
+
+
+def sweep_recorded(config: ProviderConfig, path: Path, every: bool = False, moved: bool = False) -> SweepResult:
+    """Delete the sandboxes ``path`` (a past run's results.json) says its run left — with ``every``, each one
+    it created — through the provider ``config`` names, which must be the one the run used; one already gone
+    counts as done. Then describe each again, where the provider can, to see what is left."""
+    ids, document = recorded_ids(path, every)
     verify_pin(config)
-    result = SweepResult(label=f"the sandboxes {path} records")
+    result = SweepResult(label=f"the sandboxes {path} records" + ("" if every else " as left"))
     if not ids:
         return result
     connections = ProviderConnections(config)
     try:
         adapter = connections.shared()
-        recorded_kind = (document.get("provider") or {}).get("kind")
-        if recorded_kind and recorded_kind != adapter.identity.kind:
-            raise UsageError(f"--from-results {path} records a run against provider {recorded_kind!r}; this provider "
-                             f"is {adapter.identity.kind!r}")
+        _same_provider(path, document["provider"], adapter.identity, moved)
         for sandbox_id in ids:
             before = _gone(adapter, sandbox_id)
             if before is True:

@@ -374,6 +374,8 @@ def test_sweep_names_what_it_could_not_delete(tmp_path: Path, run_id: str) -> No
 @pytest.mark.parametrize("args, says", [
     ([], "give --run-id (sweep by the run's label) or --from-results PATH"),
     (["--run-id", "r", "--from-results", "results.json"], "not allowed with argument --run-id"),
+    (["--run-id", "r", "--all-recorded"], "--all-recorded applies to --from-results only"),
+    (["--run-id", "r", "--provider-moved"], "--provider-moved applies to --from-results only"),
     (["--run-id", " "], "--run-id is empty"),
     (["--run-id", "r", "--plugin", "/nonexistent/plugin"], "/nonexistent/plugin"),
     (["--run-id", "r", "--plugin", "true"], "did not complete the handshake"),
@@ -391,14 +393,14 @@ def test_sweep_bad_input_is_one_line_and_exit_2(args: list[str], says: str) -> N
     assert len(lines) == 1 and lines[0].startswith("sandbox-conformance: error: ") and says in lines[0], lines
 
 
-def _results_recording(path: Path, ids: list[str], **sandboxes: Any) -> Path:
-    path.write_text(json.dumps({"provider": {"kind": "forkd"},
+def _results_recording(path: Path, url: str, ids: list[str], **sandboxes: Any) -> Path:
+    path.write_text(json.dumps({"provider": {"kind": "forkd", "command": url},
                                 "sandboxes": {"created": len(ids), "deleted": 0, "leaked": [], "ids": ids,
                                               **sandboxes}}))
     return path
 
 
-def test_sweep_from_results_deletes_the_recorded_ids_and_counts_those_already_gone(
+def test_sweep_from_results_deletes_what_the_run_left_through_the_provider_it_used(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     """In process: forkd 0.5.2 (no labels to list by) on a thread, the sweep command called as a function."""
     token = f"sweep-token-{uuid.uuid4().hex}"
@@ -406,27 +408,39 @@ def test_sweep_from_results_deletes_the_recorded_ids_and_counts_those_already_go
     with inprocess.rest_server(token, Forkd052App, log=[]) as url:
         forkd = open_rest_adapter(load_profile("forkd"), url)
         try:
-            left, also_left, deleted_before = (forkd.create(SandboxRequest()).id for _ in range(3))
+            left, created, deleted_before = (forkd.create(SandboxRequest()).id for _ in range(3))
             forkd.delete(deleted_before)
-            results = _results_recording(tmp_path / "results.json", [left, deleted_before],
-                                         leaked=[also_left])  # an older results.json names only what leaked
+            results = _results_recording(tmp_path / "results.json", url, [left, created, deleted_before],
+                                         leaked=[left])
+            # by default only what the run says it left: a sandbox it deleted is not touched again
             code, out, err = cli_main(capsys, "sweep", "--from-results", str(results), "--rest", url)
             assert code == 0, out + err
-            assert out.splitlines() == [f"deleted {left}", f"deleted {also_left}", f"already gone {deleted_before}",
-                                        f"swept the sandboxes {results} records: 2 deleted, 1 already gone, 0 left"]
-            for sandbox_id in (left, also_left):
+            assert out.splitlines() == [f"deleted {left}",
+                                        f"swept the sandboxes {results} records as left: 1 deleted, 0 left"]
+            assert forkd.describe(created).state == "running"
+            # every sandbox the run created, where its deletes may not have taken effect
+            code, out, err = cli_main(capsys, "sweep", "--from-results", str(results), "--rest", url, "--all-recorded")
+            assert code == 0, out + err
+            assert out.splitlines() == [f"deleted {created}", f"already gone {left}", f"already gone {deleted_before}",
+                                        f"swept the sandboxes {results} records: 1 deleted, 2 already gone, 0 left"]
+            for sandbox_id in (left, created):
                 with pytest.raises(ApplicationErrorAnswer, match="not found"):
                     forkd.describe(sandbox_id)
-            code, out, err = cli_main(capsys, "sweep", "--from-results", str(results), "--rest", url)
-            assert code == 0 and out.splitlines()[-1].endswith("0 deleted, 3 already gone, 0 left"), out + err
             # a label sweep says what it cannot do, and what to do instead
             code, _out, err = cli_main(capsys, "sweep", "--run-id", "r", "--rest", url)
             line = one_usage_line(code, err)
             assert "cannot be swept by its run label" in line and "labels" in line and "--from-results" in line
+            # only through the provider the run used: another kind, or another address unless it moved
             other = tmp_path / "other.json"
-            other.write_text(json.dumps({"provider": {"kind": "host"}, "sandboxes": {"ids": [left]}}))
+            other.write_text(json.dumps({"provider": {"kind": "host", "command": url}, "sandboxes": {"leaked": [left]}}))
             code, _out, err = cli_main(capsys, "sweep", "--from-results", str(other), "--rest", url)
             assert "records a run against provider 'host'; this provider is 'forkd'" in one_usage_line(code, err)
+            moved = _results_recording(tmp_path / "moved.json", "http://forkd.elsewhere.test:8889", [], leaked=[left])
+            code, _out, err = cli_main(capsys, "sweep", "--from-results", str(moved), "--rest", url)
+            line = one_usage_line(code, err)
+            assert "records a run against http://forkd.elsewhere.test:8889" in line and "--provider-moved" in line
+            code, out, err = cli_main(capsys, "sweep", "--from-results", str(moved), "--rest", url, "--provider-moved")
+            assert code == 0 and out.splitlines()[-1].endswith("0 deleted, 1 already gone, 0 left"), out + err
         finally:
             forkd.close()
 
@@ -435,7 +449,10 @@ def test_sweep_from_results_deletes_the_recorded_ids_and_counts_those_already_go
     (None, "does not exist"),
     ("{not json", "is not JSON"),
     ("[]", "has no sandboxes section"),
-    ('{"sandboxes": {"ids": [1, 2]}}', "sandboxes.ids is not a list of sandbox ids"),
+    ('{"provider": {"kind": "forkd", "command": "http://x"}, "sandboxes": {"leaked": [1, 2]}}',
+     "sandboxes.leaked is not a list of sandbox ids"),
+    ('{"provider": "forkd", "sandboxes": {"leaked": ["sb-1"]}}', "does not say which provider its run used"),
+    ('{"sandboxes": {"leaked": ["sb-1"]}}', "does not say which provider its run used"),
 ])
 def test_sweep_from_results_bad_input_is_one_line_and_exit_2(content: str | None, says: str, tmp_path: Path,
                                                               capsys: pytest.CaptureFixture[str]) -> None:

@@ -14,6 +14,7 @@ import os
 import selectors
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -35,7 +36,7 @@ from conformance.errors import (
     UsageError,
 )
 from conformance.providers import ProviderConfig
-from conformance.reference.rest_server import COMPAT, EAGAIN_MESSAGE, Forkd052App
+from conformance.reference.rest_server import COMPAT, EAGAIN_MESSAGE, Answer, Forkd052App
 from conformance.transports.http import Credentials, HttpTransport, RetryPolicy
 from tests import inprocess
 from tests.helpers import REPO, SuiteRun, cli_main, one_usage_line, run_cli
@@ -452,10 +453,23 @@ def test_the_forkd_052_server_answers_as_forkd_052(monkeypatch: pytest.MonkeyPat
     token = _token()
     served: list[Forkd052App] = []
 
+    refusals = []  # (status) of each create while a snapshot is written
+    refused_twice = threading.Event()
+
     class Served(Forkd052App):
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             served.append(self)
+
+        def create(self, body: Any) -> Answer:
+            try:
+                return super().create(body)
+            except Answer as refused:
+                if refused.status == 409:
+                    refusals.append(refused.status)
+                    if len(refusals) == 2:
+                        refused_twice.set()
+                raise
 
     with inprocess.rest_server(token, Served, log=[]) as url:
         headers = {"Authorization": f"Bearer {token}"}
@@ -478,12 +492,15 @@ def test_the_forkd_052_server_answers_as_forkd_052(monkeypatch: pytest.MonkeyPat
         monkeypatch.setenv(TOKEN_ENV, token)
         adapter = open_rest_adapter(load_profile("forkd"), url)
         try:
-            served[0].write_snapshot("warming", 0.6)
+            served[0].write_snapshot("warming", 600)
             writing = httpx.post(url + "/v1/sandboxes", json={"snapshot_tag": "warming"}, headers=headers, timeout=30)
             assert writing.status_code == 409
-            started = time.monotonic()
+            # the snapshot is written once the adapter's own create has been answered 409 (no clock to race)
+            done = threading.Thread(target=lambda: refused_twice.wait(60) and served[0].write_snapshot("warming", 0))
+            done.start()
             warm = adapter.create(SandboxRequest(from_snapshot="warming"))
-            assert time.monotonic() - started >= 0.3 and warm.status.state == "running"
+            done.join()
+            assert len(refusals) >= 2 and warm.status.state == "running"
             assert adapter.describe(warm.id).raw["snapshot_tag"] == "warming"
             for sandbox_id in (info["id"], warm.id):
                 adapter.delete(sandbox_id)
@@ -676,3 +693,14 @@ def test_an_interrupted_image_run_still_removes_its_container(rest_server_image:
         left = containers.labelled(run_id)
         containers.remove_labelled(run_id)
     assert left == [], f"an interrupted run left containers behind: {left}"
+
+
+def test_an_exec_is_read_until_the_providers_late_timeout_answer_can_have_come() -> None:
+    """forkd 0.5.2 answers a timeout 5 s after it: a --call-timeout shorter than that must not cut it off."""
+    mock = Mock(lambda r: httpx.Response(500, json={"error": EAGAIN_MESSAGE}), [])
+    http = HttpTransport("http://provider.test", Credentials("bearer", None, "secret-token-123"),
+                         transport=httpx.MockTransport(mock))
+    adapter = RestAdapter(parse_profile(FORKD_TEXT, "test profile"), http, call_timeout_s=1.0, call_timeout_given=True)
+    adapter.exec("sb-1", ExecRequest("sleep 5", timeout_s=0.4))
+    # the timeout as sent (rounded up to 1 s), the 5 s forkd 0.5.2 may answer late, then the call timeout
+    assert mock.seen[-1].extensions["timeout"]["read"] >= 1 + 5 + 1

@@ -300,10 +300,13 @@ class RestAdapter(ProviderAdapter):
             "env": dict(request.env) or None if profile.exec_env == "field" else None,
         }
         body = self._fill("exec", profile.exec.body, values)
-        sent = time.monotonic()
-        answer = self._send(profile.exec, values, body=body, timeout_s=request.timeout_s + self.request_timeout_s)
-        elapsed_s = time.monotonic() - sent
         deadline_s = values["timeout"] / (1 if profile.timeout_unit == "s" else 1000)  # the deadline as sent
+        # read until the provider's own timeout answer can have come (forkd 0.5.2's comes 5 s late), and then
+        # the request timeout: a short --call-timeout must not cut a timeout answer off
+        read_for_s = max(request.timeout_s, deadline_s) + profile.timeout_answer_late_s + self.request_timeout_s
+        sent = time.monotonic()
+        answer = self._send(profile.exec, values, body=body, timeout_s=read_for_s)
+        elapsed_s = time.monotonic() - sent
         success = answer.status in profile.exec.success
         if any(signal.matches(answer.status, answer.text, success, elapsed_s, deadline_s)
                for signal in profile.timed_out):
