@@ -354,20 +354,31 @@ NETWORK_POLICIES = {
     "an empty domain allow-list": NetworkPolicy("domain_allow_list"),
 }
 NETWORK_POLICY_NAMES = "|".join(NETWORK_POLICIES)
-IFF_UP = 0x1
-RTF_REJECT = 0x200
+IFF_UP = 0x1  # an interface's flags (/sys/class/net/<name>/flags)
+RTF_UP = 0x1  # a route's flags (/proc/net/route, /proc/net/ipv6_route)
+RTF_REJECT = 0x200  # an unreachable or prohibit route: it leads nowhere
 
 
 def _network_probe(port: int) -> str:
-    """What a sandbox shows of its network, from inside and without sending anything: its interfaces with
-    their flags, its IPv4 and IPv6 routes, and the TCP sockets of its network namespace on ``port``.
-    Files of /sys and /proc only (no ``ip``: not every image has it)."""
+    """What a sandbox shows of its network, from inside and without sending anything. Files of /proc and /sys
+    only (no ``ip``: not every image has it):
+
+    - ``dev NAME``: the interfaces /proc/net/dev lists, always those of the reader's own network namespace
+      (``lo`` is in every one: a probe that sees no ``lo`` saw nothing);
+    - ``sys NAME FLAGS``: the entries of /sys/class/net with their flags, which may be another namespace's
+      (sysfs shows the namespace of whoever mounted it: ``unshare -n``, a sandbox given the host's /sys);
+    - ``route DEVICE DESTINATION FLAGS``: the IPv4 and IPv6 routes;
+    - ``socket-table``: /proc/net/tcp could be read; ``socket LINE``: its lines (and tcp6's) on ``port``."""
     return (
-        'for d in /sys/class/net/*; do [ -e "$d" ] && printf "interface %s %s\\n" "${d##*/}" '
+        'cat /proc/net/dev 2>/dev/null | while read -r line; do case "$line" in *:*) '
+        'printf "dev %s\\n" "${line%%:*}";; esac; done; '
+        'for d in /sys/class/net/*; do [ -e "$d" ] && printf "sys %s %s\\n" "${d##*/}" '
         '"$(cat "$d/flags" 2>/dev/null)"; done; '
-        'cat /proc/net/route 2>/dev/null | while read -r dev dest rest; do printf "route %s %s 0\\n" "$dev" "$dest"; done; '
+        'cat /proc/net/route 2>/dev/null | while read -r dev dest gateway flags rest; do '
+        'printf "route %s %s %s\\n" "$dev" "$dest" "$flags"; done; '
         'cat /proc/net/ipv6_route 2>/dev/null | while read -r dest plen src slen hop metric ref use flags dev; do '
         'printf "route %s %s/%s %s\\n" "$dev" "$dest" "$plen" "$flags"; done; '
+        'head -n 1 /proc/net/tcp 2>/dev/null | grep -q local_address && echo socket-table; '
         f'cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | grep -i ":{port:04X} " | while read -r line; do '
         'printf "socket %s\\n" "$line"; done; true'
     )
@@ -375,20 +386,39 @@ def _network_probe(port: int) -> str:
 
 @dataclass
 class NetworkView:
-    """A sandbox's network as it sees it: interfaces (name → flags), routes not on loopback (device,
-    destination), whether one is a default route, and whether the suite's own listening socket is among
-    its namespace's sockets."""
+    """A sandbox's network as it sees it: its interfaces (those of /proc/net/dev, by name → flags, None where
+    /sys could not be trusted to say), its routes that lead somewhere (up, not unreachable or prohibit, not on
+    loopback: device, destination), whether one is a default route, and whether the suite's own listening
+    socket is among its namespace's sockets (``sockets_seen``: whether its socket table could be read)."""
 
     interfaces: dict[str, int | None] = field(default_factory=dict)
     routes: list[tuple[str, str]] = field(default_factory=list)
     default_route: bool = False
     sees_the_suite: bool = False
+    sockets_seen: bool = False
+
+    @property
+    def blind(self) -> bool:
+        """Every network namespace has lo: a view without it is of nothing (/proc/net/dev unreadable)."""
+        return "lo" not in self.interfaces
 
     def others(self) -> list[str]:
         return sorted(name for name in self.interfaces if name != "lo")
 
     def up(self) -> list[str]:
-        return [name for name in self.others() if (self.interfaces[name] or 0) & IFF_UP]
+        """The interfaces besides loopback that are up (IFF_UP), or that carry a route where the flags are
+        unknown or say down (a route needs an interface that works)."""
+        routed = {device for device, _ in self.routes}
+        return [name for name in self.others() if (self.interfaces[name] or 0) & IFF_UP or name in routed]
+
+    def down(self) -> list[str]:
+        """The others: down placeholders a kernel module adds to every namespace (tunl0, gre0, sit0, ip6tnl0 …),
+        or interfaces whose flags are unknown and that carry no route."""
+        up = self.up()
+        return [name for name in self.others() if name not in up]
+
+    def networked(self) -> bool:
+        return bool(self.sees_the_suite or self.up() or self.routes)
 
 
 def _route_destination(text: str) -> str:
@@ -401,31 +431,42 @@ def _route_destination(text: str) -> str:
     return text
 
 
+def _hex(text: str) -> int | None:
+    try:
+        return int(text, 16)
+    except ValueError:
+        return None
+
+
 def _read_view(output: bytes, port: int, inode: int) -> NetworkView:
     view = NetworkView()
+    devices: list[str] = []
+    sysfs: dict[str, int | None] = {}
     for line in output.decode(errors="replace").splitlines():
         kind, _, rest = line.partition(" ")
         fields = rest.split()
-        if kind == "interface" and fields:
-            try:
-                view.interfaces[fields[0]] = int(fields[1], 16) if len(fields) > 1 else None
-            except ValueError:
-                view.interfaces[fields[0]] = None
+        if kind == "dev" and fields:
+            devices.append(fields[0])
+        elif kind == "sys" and fields:
+            sysfs[fields[0]] = _hex(fields[1]) if len(fields) > 1 else None
         elif kind == "route" and len(fields) == 3 and fields[0] not in ("lo", "Iface"):
-            try:
-                rejected = int(fields[2], 16) & RTF_REJECT
-            except ValueError:
-                rejected = 0
-            if rejected:
-                continue
+            flags = _hex(fields[2])
+            if flags is None or not flags & RTF_UP or flags & RTF_REJECT:
+                continue  # a header, a route that is not up, or one that leads nowhere
             view.routes.append((fields[0], _route_destination(fields[1])))
             if fields[1] in ("00000000", "0" * 32 + "/00"):  # 0.0.0.0 (a /0 in IPv4's table) or ::/0
                 view.default_route = True
+        elif kind == "socket-table":
+            view.sockets_seen = True
         elif kind == "socket" and len(fields) >= 10:
             # sl local_address rem_address st ... inode: listening (0A) on our port, with our socket's inode
             local_port = fields[1].rpartition(":")[2]
             if local_port.upper() == f"{port:04X}" and fields[3] == "0A" and fields[9] == str(inode):
                 view.sees_the_suite = True
+    # /sys/class/net is the sandbox's own only where it lists the interfaces /proc/net/dev does; where it lists
+    # others (the host's, through a sysfs mounted outside the sandbox's namespace) no flag of it is believed.
+    own_sysfs = set(sysfs) == set(devices)
+    view.interfaces = {name: sysfs.get(name) if own_sysfs else None for name in devices}
     return view
 
 
@@ -444,23 +485,57 @@ def _look_at_network(world: World, sandbox_id: str) -> NetworkView:
         return _read_view(output, port, inode)
 
 
+def _require_interfaces(view: NetworkView) -> None:
+    """Skips when the sandbox's interfaces could not be seen: there is nothing to judge."""
+    if view.blind:
+        pytest.skip("the sandbox's network could not be observed: /proc/net/dev is unreadable inside it (every "
+                    "network namespace lists lo there)")
+
+
+def _require_sockets(view: NetworkView) -> None:
+    """Skips when the sandbox's sockets could not be seen: there is nothing to judge."""
+    if not view.sockets_seen:
+        pytest.skip("the sandbox's sockets could not be observed: /proc/net/tcp is unreadable inside it")
+
+
+def _on_the_suites_network(view: NetworkView) -> str | None:
+    """Says so when the sandbox shares the network of the machine the suite runs on: certain, whatever the
+    provider's design, since the socket the suite listens on at 127.0.0.1 is among the sandbox's."""
+    if view.sees_the_suite:
+        return ("a socket the suite listens on at 127.0.0.1 is among its sockets: it runs on the network of the "
+                "machine the suite runs on")
+    return None
+
+
 def _not_blocked(view: NetworkView) -> list[str]:
-    """How a sandbox that should have no network but loopback shows that it has one."""
+    """How a sandbox that should have no network but loopback shows that it has one (interfaces that are down
+    are no network: they are named as information only, by ``_down_note``)."""
     problems = []
-    if view.others():
-        problems.append(f"it has network interfaces besides loopback ({', '.join(view.others())})")
+    shared = _on_the_suites_network(view)
+    if shared:
+        problems.append(shared)
+    if view.up():
+        problems.append(f"it has network interfaces up besides loopback ({', '.join(view.up())})")
     if view.routes:
         problems.append("it has routes (" + ", ".join(f"{dest} via {dev}" for dev, dest in view.routes[:4]) + ")")
-    if view.sees_the_suite:
-        problems.append("a socket the suite listens on at 127.0.0.1 is among its sockets: it runs on the network of "
-                        "the machine the suite runs on")
     return problems
+
+
+def _down_note(view: NetworkView) -> str:
+    down = view.down()
+    return f" (interfaces that are down, or unknown and without a route: {', '.join(down)})" if down else ""
 
 
 def _create_with_network(world: World, policy: NetworkPolicy) -> None:
     world.gaps.network = policy
+    world.last = attempt(lambda: _create_asking(world, policy))
+
+
+def _create_asking(world: World, policy: NetworkPolicy) -> SandboxHandle:
+    """A sandbox created asking for ``policy``; where the dialect cannot ask, records that the provider declares
+    network policies it gives no way to ask for (then skips, as the dialect cannot express it)."""
     try:
-        world.last = attempt(lambda: world.create_sandbox(network=policy))
+        return world.create_sandbox(network=policy)
     except NotExpressible as gap:
         declared = [flag for flag in NETWORK_FLAGS if world.provider.capabilities.declares(flag)]
         if declared:  # it says it offers network policies its dialect gives no way to ask for
@@ -489,12 +564,17 @@ def _refused_naming_network(world: World, what: str) -> bool:
     return True
 
 
-def _status_agrees(world: World, sandbox_id: str, what: str) -> str:
-    """Fails when the sandbox's status reports a network policy other than the one asked; says what it reports."""
+def _status_agrees(world: World, sandbox_id: str, what: str, open_seen: bool = False) -> str:
+    """Fails when the sandbox's status reports a network policy other than the one asked; says what it reports.
+    ``provider_default`` is schema-legal, and no contradiction for an allow-all sandbox whose network was seen
+    open (an interface up, a default route): the provider's default may be just that. For any other policy it
+    is: a blocked sandbox or an allow-list that the status calls the default was not applied as asked."""
     policy = _asked_network(world)
     reported = world.provider.describe(sandbox_id).network
     if reported is None:
         return "its status reports no network policy"
+    if reported.kind == "provider_default" and policy.kind == "allow_all" and open_seen:
+        return "its status reports provider_default, which the open network seen inside agrees with"
     expect(reported.kind == policy.kind and set(reported.allowed) == set(policy.allowed),
            f"{what} was accepted, but the sandbox's status reports the network policy {reported.describe()}, "
            f"not {policy.describe()}")
@@ -515,18 +595,45 @@ def _(world: World, policy: str) -> None:
     _create_with_network(world, asked)
 
 
-@then("the sandbox has no network but loopback, or the create was refused as invalid_spec naming network")
-def _(world: World) -> None:
-    what = "a create asking for a blocked network"
+def _block_refused(world: World, what: str) -> bool:
+    """True when a create asking for a blocked network was refused as invalid_spec naming network (recorded);
+    fails on any other refusal."""
     if _refused_naming_network(world, what):
         world.note_finding("GAP-4", "refused", f"a blocked network was refused: {world.last.error}")
+        return True
+    return False
+
+
+@then("the sandbox does not share the network of the machine the suite runs on, or the create was refused as "
+      "invalid_spec naming network")
+def _(world: World) -> None:
+    what = "a create asking for a blocked network"
+    if _block_refused(world, what):
         return
     sandbox_id = world.require_sandbox().id
-    problems = _not_blocked(_look_at_network(world, sandbox_id))
-    expect(not problems, f"{what} was accepted, but inside the sandbox {'; '.join(problems)}: the policy was "
-                         "silently ignored")
+    view = _look_at_network(world, sandbox_id)
+    _require_sockets(view)
+    shared = _on_the_suites_network(view)
+    expect(shared is None, f"{what} was accepted, but inside the sandbox {shared}: the policy was silently ignored")
     reported = _status_agrees(world, sandbox_id, what)
-    world.note_finding("GAP-4", "supported", f"a blocked sandbox has nothing but loopback, and {reported}")
+    world.note_finding("GAP-4", "supported", f"a blocked sandbox does not share the suite's network, and {reported}")
+
+
+@then("the sandbox has nothing up but loopback and no route, or the create was refused as invalid_spec naming "
+      "network")
+def _(world: World) -> None:
+    what = "a create asking for a blocked network"
+    if _block_refused(world, what):
+        return
+    sandbox_id = world.require_sandbox().id
+    view = _look_at_network(world, sandbox_id)
+    _require_interfaces(view)
+    problems = _not_blocked(view)
+    expect(not problems, f"{what} was accepted, but inside the sandbox {'; '.join(problems)}{_down_note(view)}: "
+                         "the policy was silently ignored")
+    reported = _status_agrees(world, sandbox_id, what)
+    world.note_finding("GAP-4", "supported", f"a blocked sandbox has nothing up but loopback and no route"
+                                             f"{_down_note(view)}, and {reported}")
 
 
 @then("the sandbox has an interface besides loopback that is up, and a default route")
@@ -534,11 +641,12 @@ def _(world: World) -> None:
     world.last.expect_success("a create asking for an allow-all network (the provider declares network.allow_all)")
     sandbox_id = world.require_sandbox().id
     view = _look_at_network(world, sandbox_id)
+    _require_interfaces(view)
     expect(view.up() and view.default_route,
            f"a create asking for an allow-all network was accepted, but inside the sandbox "
            f"{'no interface besides loopback is up' if not view.up() else 'there is no default route'} "
-           f"(interfaces: {', '.join(sorted(view.interfaces)) or 'none'}): it has no usable network")
-    reported = _status_agrees(world, sandbox_id, "a create asking for an allow-all network")
+           f"(interfaces: {', '.join(sorted(view.interfaces))}): it has no usable network")
+    reported = _status_agrees(world, sandbox_id, "a create asking for an allow-all network", open_seen=True)
     world.note_finding("GAP-4", "supported", f"an allow-all sandbox has {', '.join(view.up())} up and a default "
                                              f"route, and {reported}")
 
@@ -584,30 +692,76 @@ def _(world: World) -> None:
     world.note_finding("GAP-4", "supported", f"{policy.kind} accepted, and {reported}")
 
 
+@given("a sandbox on an allow-all network where the provider declares one, else on its default network")
+def _(world: World) -> None:
+    """A sandbox whose network a block can take away: so that a change that changes nothing shows."""
+    if world.provider.capabilities.declares("network.allow_all"):
+        _create_asking(world, NETWORK_POLICIES["allow all"])
+    else:
+        world.create_sandbox()
+
+
 @when("I block the running sandbox's network")
 def _(world: World) -> None:
+    sandbox_id = world.require_sandbox().id
+    before = _look_at_network(world, sandbox_id)  # what a change that changes nothing would leave
+    world.gaps.networked_before = None if before.blind else before.networked()
+    world.gaps.shared_suite_before = before.sees_the_suite if before.sockets_seen else None
     policy = world.gaps.network = NETWORK_POLICIES["blocked"]
-    world.last = attempt(lambda: world.invoke("update network", world.require_sandbox().id, network=policy))
+    world.last = attempt(lambda: world.invoke("update network", sandbox_id, network=policy))
 
 
-@then("the sandbox has no network but loopback, or the change was refused: as unsupported where "
-      "lifecycle.update_network is not declared, as invalid_spec naming network where network.block_all is not")
-def _(world: World) -> None:
-    what = "blocking a running sandbox's network"
+def _change_refused(world: World, what: str) -> bool:
+    """True when blocking a running sandbox's network was refused honestly (recorded): as unsupported where
+    lifecycle.update_network is not declared, as invalid_spec naming network where network.block_all is not;
+    fails on any other refusal."""
     caps = world.provider.capabilities
     if world.last.error is not None and caps.declares("lifecycle.update_network"):
         _refused_naming_network(world, what)
         world.note_finding("GAP-4", "refused", f"network.block_all is not declared, and {what} was refused: "
                                                f"{world.last.error}")
-        return
+        return True
     if _refused_as_unsupported(world, world.last, "lifecycle.update_network", what):
         world.note_finding("GAP-4", "refused", f"lifecycle.update_network is not declared, and {what} was refused "
                                                f"as unsupported")
+        return True
+    return False
+
+
+@then("the sandbox does not share the network of the machine the suite runs on, or the change was refused: as "
+      "unsupported where lifecycle.update_network is not declared, as invalid_spec naming network where "
+      "network.block_all is not")
+def _(world: World) -> None:
+    what = "blocking a running sandbox's network"
+    if _change_refused(world, what):
         return
     sandbox_id = world.require_sandbox().id
-    problems = _not_blocked(_look_at_network(world, sandbox_id))
-    expect(not problems, f"{what} was accepted, but inside the sandbox {'; '.join(problems)}: the change was "
-                         "silently not made")
+    view = _look_at_network(world, sandbox_id)
+    _require_sockets(view)
+    shared = _on_the_suites_network(view)
+    expect(shared is None, f"{what} was accepted, but inside the sandbox {shared}: the change was silently not made")
     reported = _status_agrees(world, sandbox_id, what)
-    world.note_finding("GAP-4", "supported", f"once blocked, the running sandbox has nothing but loopback, and "
-                                             f"{reported}")
+    before = ("it shared it before the change" if world.gaps.shared_suite_before else
+              "it did not share it before the change either")
+    world.note_finding("GAP-4", "supported", f"once blocked, the running sandbox does not share the suite's network "
+                                             f"({before}), and {reported}")
+
+
+@then("the sandbox has nothing up but loopback and no route, or the change was refused: as unsupported where "
+      "lifecycle.update_network is not declared, as invalid_spec naming network where network.block_all is not")
+def _(world: World) -> None:
+    what = "blocking a running sandbox's network"
+    if _change_refused(world, what):
+        return
+    if world.gaps.networked_before is False:
+        pytest.skip("the sandbox had no network before the change (nothing up but loopback, no route): a change "
+                    "that changes nothing could not be told from one that blocks")
+    sandbox_id = world.require_sandbox().id
+    view = _look_at_network(world, sandbox_id)
+    _require_interfaces(view)
+    problems = _not_blocked(view)
+    expect(not problems, f"{what} was accepted, but inside the sandbox {'; '.join(problems)}{_down_note(view)}: "
+                         "the change was silently not made")
+    reported = _status_agrees(world, sandbox_id, what)
+    world.note_finding("GAP-4", "supported", f"once blocked, the running sandbox has nothing up but loopback and no "
+                                             f"route{_down_note(view)}, and {reported}")

@@ -130,12 +130,19 @@ def test_the_v1_reference_reports_its_gaps(tmp_path) -> None:
 
 
 def test_a_silently_ignored_network_policy_is_reported_as_a_violation(tmp_path) -> None:
+    """A blocked sandbox on the suite's own network is certain: a MUST failure (the run fails). What it sees
+    of interfaces and routes is a gap finding of its own scenario, whose level is gap."""
     run = inprocess.run_suite(inprocess.plugin(mutant="network-block-accepted-and-ignored"), tmp_path / "reports",
-                              scenarios=("network-block",))
+                              scenarios=("network-block-not-host", "network-block"))
     assert run.exit_code == 1
+    assert run.results["verdict"]["passed"] is False
+    levels = {s["id"]: s["level"] for s in run.results["scenarios"] if s["outcome"] != "disabled"}
+    assert levels == {"network-block-not-host": "must", "network-block": "gap"}
     gap = run.results["gaps"]["GAP-4"]
     assert gap["status"] == "violated"
-    assert "silently ignored" in gap["scenarios"][0]["detail"]
+    details = {entry["id"]: entry["detail"] for entry in gap["scenarios"]}
+    assert all("silently ignored" in detail for detail in details.values()), details
+    assert "a socket the suite listens on at 127.0.0.1 is among its sockets" in details["network-block-not-host"]
 
 
 def test_a_silently_ignored_size_is_reported_as_a_violation(tmp_path) -> None:

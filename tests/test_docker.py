@@ -124,7 +124,9 @@ def test_the_docker_plugin_passes_the_whole_suite_sized_and_leaving_no_container
     assert outcomes["resources-memory"] == outcomes["resources-cpu"] == "passed"
     # a blocked network has loopback alone, an allow-all one the bridge, at create and later (GAP-4 supported)
     assert results["gaps"]["GAP-4"]["status"] == "supported", results["gaps"]["GAP-4"]
-    assert outcomes["network-block"] == outcomes["network-allow-all"] == outcomes["network-update-block"] == "passed"
+    network = ("network-block-not-host", "network-block", "network-allow-all", "network-update-block-not-host",
+               "network-update-block")
+    assert {outcomes[sid] for sid in network} == {"passed"}, {sid: outcomes[sid] for sid in network}
     # no container outlives the run
     sandboxes = results["sandboxes"]
     assert sandboxes["leaked"] == []
@@ -156,6 +158,21 @@ def test_ignoring_resources_is_reported_as_a_gap_2_violation(docker_sandbox_imag
     assert run.exit_code == 1, run.stdout[-3000:]
     assert run.with_outcome("failed") == {"resources-memory", "resources-cpu"}
     assert run.results["gaps"]["GAP-2"]["status"] == "violated"
+
+
+def test_a_block_of_a_sandbox_that_had_no_network_is_no_evidence_of_a_change(docker_sandbox_image: str,
+                                                                               suite) -> None:
+    """A provider whose allow-all sandbox has no network at all: blocking it later changes nothing that could
+    be seen, so the gap scenario skips, saying so, rather than pass a change it never saw; the MUST one (not
+    on the suite's network) holds and passes."""
+    run = suite(*docker_mutant_arguments("docker-network-allow-all-unusable", image=docker_sandbox_image),
+                "--scenario", "network-update-block", "--scenario", "network-update-block-not-host")
+    assert run.exit_code == 0, run.stdout[-3000:]
+    by_id = {s["id"]: s for s in run.results["scenarios"] if s["outcome"] != "disabled"}
+    assert by_id["network-update-block-not-host"]["outcome"] == "passed"
+    skipped = by_id["network-update-block"]
+    assert skipped["outcome"] == "skipped", skipped
+    assert skipped["message"].startswith("the sandbox had no network before the change"), skipped["message"]
 
 
 def test_a_killed_plugin_leaves_its_container_to_the_next_one_and_to_the_sweep(docker_sandbox_image: str) -> None:

@@ -102,18 +102,104 @@ def test_results_self_check_refuses_a_document_that_breaks_its_schema(tmp_path) 
 def test_a_sandbox_on_the_suites_own_network_is_seen_even_where_that_network_is_loopback_alone() -> None:
     """GAP 4's observation of a blocked network: a provider that ignores the policy and runs commands on the
     machine the suite runs on is caught by the suite's own listening socket, even on a machine whose only
-    interface is loopback (its interfaces and routes are removed from what the probe saw, here)."""
+    interface is loopback (its other interfaces and routes are removed from what the probe saw, here)."""
     import subprocess
 
-    from steps.gaps import _network_probe, _not_blocked, _read_view, _suite_listener
+    from steps.gaps import _network_probe, _not_blocked, _on_the_suites_network, _read_view, _suite_listener
 
     with _suite_listener() as (port, inode):
         seen = subprocess.run(["bash", "-c", _network_probe(port)], capture_output=True, check=True).stdout
         loopback_alone = b"\n".join(line for line in seen.splitlines()
-                                    if not line.startswith((b"interface", b"route")) or line.startswith(b"interface lo "))
+                                    if not line.startswith((b"dev", b"sys", b"route"))
+                                    or line in (b"dev lo", b"sys lo 0x9"))
         view = _read_view(loopback_alone, port, inode)
-    assert view.sees_the_suite and view.others() == [] and view.routes == []
-    assert any("a socket the suite listens on" in problem for problem in _not_blocked(view))
+    assert view.sees_the_suite and view.sockets_seen and not view.blind
+    assert view.others() == [] and view.routes == []
+    assert _on_the_suites_network(view) and any("a socket the suite listens on" in p for p in _not_blocked(view))
     # a sandbox of its own, as Docker's --network none leaves it: loopback only, no route, not the suite's socket
-    own = _read_view(b"interface lo 0x9\nroute Iface Destination 0\n", port, inode)
-    assert _not_blocked(own) == []
+    own = _read_view(b"dev lo\nsys lo 0x9\nroute Iface Destination Flags\nsocket-table\n", port, inode)
+    assert _not_blocked(own) == [] and _on_the_suites_network(own) is None
+
+
+# What /proc/net/dev and /sys show in a namespace of its own where the ipip, ip6_tunnel, gre and sit modules are
+# loaded: the kernel adds their placeholder devices to every new namespace, down (flags 0x80: IFF_NOARP).
+DOWN_PLACEHOLDERS = (b"dev lo\ndev tunl0\ndev ip6tnl0\ndev gre0\ndev sit0\n"
+                     b"sys lo 0x9\nsys tunl0 0x80\nsys ip6tnl0 0x80\nsys gre0 0x80\nsys sit0 0x80\nsocket-table\n")
+
+
+def test_interfaces_that_are_down_are_no_network() -> None:
+    from steps.gaps import _down_note, _not_blocked, _read_view
+
+    view = _read_view(DOWN_PLACEHOLDERS, 1234, 1)
+    assert _not_blocked(view) == []
+    assert view.up() == [] and view.down() == ["gre0", "ip6tnl0", "sit0", "tunl0"]
+    assert "tunl0" in _down_note(view)  # named, as information
+    # one of them up (0x1 of its flags) is a network; so is one whose flags say down but that carries a route
+    up = _read_view(DOWN_PLACEHOLDERS.replace(b"sys tunl0 0x80", b"sys tunl0 0x81"), 1234, 1)
+    assert up.up() == ["tunl0"] and any("tunl0" in problem for problem in _not_blocked(up))
+    routed = _read_view(DOWN_PLACEHOLDERS + b"route sit0 0000A8C0 0001\n", 1234, 1)
+    assert routed.up() == ["sit0"] and len(_not_blocked(routed)) == 2  # the interface, and the route
+
+
+def test_interfaces_are_those_of_the_sandboxs_own_namespace_not_of_a_sysfs_mounted_outside_it() -> None:
+    """/sys/class/net shows the namespace of whoever mounted sysfs (unshare -n, a sandbox given the host's
+    /sys): the interfaces are those /proc/net/dev lists, and /sys's flags count only where it lists the same."""
+    from steps.gaps import _not_blocked, _read_view
+
+    hosts_sysfs = b"dev lo\nsys docker0 0x1003\nsys eth0 0x1003\nsys lo 0x9\nsocket-table\n"
+    view = _read_view(hosts_sysfs, 1234, 1)
+    assert view.interfaces == {"lo": None} and _not_blocked(view) == []
+    # the namespace's own eth0, with the host's sysfs: its flags are unknown, so its routes decide
+    own_eth0 = b"dev lo\ndev eth0\nsys docker0 0x1003\nsys eth0 0x1003\nsys lo 0x9\n"
+    assert _read_view(own_eth0, 1234, 1).up() == []
+    assert _read_view(own_eth0 + b"route eth0 00000000 0003\n", 1234, 1).up() == ["eth0"]
+
+
+def test_a_probe_that_saw_nothing_judges_nothing() -> None:
+    """A sandbox whose /proc is unreadable prints nothing: that is no evidence of a blocked network, and the
+    scenario skips saying the network could not be observed (every namespace lists lo in /proc/net/dev)."""
+    from steps.gaps import _read_view, _require_interfaces, _require_sockets
+
+    blind = _read_view(b"sys eth0 0x1003\nsys lo 0x9\n", 1234, 1)
+    assert blind.blind and not blind.sockets_seen
+    with pytest.raises(pytest.skip.Exception, match="network could not be observed: /proc/net/dev is unreadable"):
+        _require_interfaces(blind)
+    with pytest.raises(pytest.skip.Exception, match="sockets could not be observed: /proc/net/tcp is unreadable"):
+        _require_sockets(blind)
+    seeing = _read_view(b"dev lo\nsocket-table\n", 1234, 1)
+    _require_interfaces(seeing)
+    _require_sockets(seeing)
+
+
+@pytest.mark.parametrize(("flags", "counted"), [
+    ("0003", True),   # RTF_UP | RTF_GATEWAY: a default route
+    ("0001", True),   # RTF_UP
+    ("0000", False),  # not up
+    ("0201", False),  # RTF_UP | RTF_REJECT: ip route add unreachable / prohibit default
+    ("0200", False),
+])
+def test_an_ipv4_route_counts_where_it_is_up_and_leads_somewhere(flags: str, counted: bool) -> None:
+    from steps.gaps import _read_view
+
+    view = _read_view(f"dev lo\ndev eth0\nroute Iface Destination Flags\nroute eth0 00000000 {flags}\n".encode(),
+                      1234, 1)
+    assert (view.routes == [("eth0", "0.0.0.0")]) is counted
+    assert view.default_route is counted
+
+
+def test_the_probe_sees_a_namespace_of_its_own_through_the_hosts_sysfs() -> None:
+    """The real thing: `unshare -rn` gives the probe a network namespace of its own (loopback alone, down)
+    while /sys/class/net still shows this machine's interfaces; it is judged blocked, and not on the suite's
+    network. Needs unprivileged user namespaces."""
+    import subprocess
+
+    from steps.gaps import _network_probe, _not_blocked, _read_view, _suite_listener
+
+    if subprocess.run(["unshare", "-rn", "true"], capture_output=True, check=False).returncode != 0:
+        pytest.skip("this machine offers no unprivileged user and network namespaces (unshare -rn)")
+    with _suite_listener() as (port, inode):
+        seen = subprocess.run(["unshare", "-rn", "bash", "-c", _network_probe(port)], capture_output=True,
+                              check=True).stdout
+    view = _read_view(seen, port, inode)
+    assert not view.blind and view.sockets_seen and not view.sees_the_suite
+    assert _not_blocked(view) == [], seen.decode()

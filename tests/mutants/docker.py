@@ -92,3 +92,15 @@ class DockerNetworkAllowAllUnusable(DockerPlugin):
         sandbox = super().create_container(spec, {**plan, "network": "block"})
         sandbox.network = "allow_all"
         return sandbox
+
+
+@mutant("docker-network-reported-as-default")
+class DockerNetworkReportedAsDefault(DockerPlugin):
+    """Honours every network policy, and its status reports each as provider_default: no contradiction for an
+    allow-all sandbox whose network is open (the default may be just that), one for a blocked sandbox."""
+
+    def status(self, sandbox: HostSandbox) -> dict[str, Any]:
+        status = super().status(sandbox)
+        if status.get("network") is not None:
+            status["network"] = "provider_default"
+        return status

@@ -133,6 +133,14 @@ class NetworkAllowListMisreported(_AllowLists):
         return "allow_all" if policy is not None else None
 
 
+@mutant("network-allow-list-reported-as-default")
+class NetworkAllowListReportedAsDefault(_AllowLists):
+    """Accepts an allow-list, and its status reports provider_default: the list is not what the sandbox has."""
+
+    def reports(self, policy: Any) -> Any:
+        return "provider_default" if policy is not None else None
+
+
 @mutant("network-empty-allow-list-accepted")
 class NetworkEmptyAllowListAccepted(_AllowLists):
     """Accepts an allow-list with nothing in it, which allows nothing it could name."""
