@@ -33,7 +33,7 @@ LEFTOVER_BEAT = "conformance-leftover.beat"
 LEFTOVER_BEATS = 150
 # Long enough that a beating process has beaten twice; a stopped one has not beaten at all.
 BEAT_WINDOW_S = 0.5
-READY_WAIT_S = 5.0
+READY_WAIT_S = 10.0
 OPEN_WAIT_S = 10.0
 
 
@@ -159,8 +159,11 @@ def _(world: World) -> None:
       "open, then sleeps, and it has printed \"ready\"")
 def _(world: World, request: pytest.FixtureRequest) -> None:
     # Outside the command's process group, no signal to that group reaches it: only its pipes tie it to the command.
+    # "ready" only once the holder has beaten: by then it runs in its own session, so a stop sent after "ready"
+    # cannot end it as part of the command's group (a loaded machine may not have run setsid yet otherwise)
     holder = f"echo $$ > {LEFTOVER_PID}; {_beats(LEFTOVER_BEATS)}"
-    _start_until_ready(world, f"setsid sh -c '{holder}' & printf ready; sleep 30", request)
+    _start_until_ready(world, f"setsid sh -c '{holder}' & until [ -s {LEFTOVER_BEAT} ]; do sleep 0.05; done; "
+                              "printf ready; sleep 30", request)
 
 
 def _running(world: World) -> RunningExec:
