@@ -604,18 +604,36 @@ def _block_refused(world: World, what: str) -> bool:
     return False
 
 
+def _expect_apart_from_the_suite(world: World, what: str, ignored: str) -> str:
+    """Fails when the sandbox shares the suite's network namespace (``ignored`` says what was not done);
+    returns what its status reports."""
+    sandbox_id = world.require_sandbox().id
+    view = _look_at_network(world, sandbox_id)
+    _require_sockets(view)
+    shared = _on_the_suites_network(view)
+    expect(shared is None, f"{what} was accepted, but inside the sandbox {shared}: {ignored}")
+    return _status_agrees(world, sandbox_id, what)
+
+
+def _expect_nothing_up(world: World, what: str, ignored: str) -> str:
+    """Fails when anything but loopback is up or routed in the sandbox (``ignored`` says what was not done);
+    returns the down interfaces' note and what its status reports."""
+    sandbox_id = world.require_sandbox().id
+    view = _look_at_network(world, sandbox_id)
+    _require_interfaces(view)
+    problems = _not_blocked(view)
+    expect(not problems, f"{what} was accepted, but inside the sandbox {'; '.join(problems)}{_down_note(view)}: "
+                         f"{ignored}")
+    return f"{_down_note(view)}, and {_status_agrees(world, sandbox_id, what)}"
+
+
 @then("the sandbox does not share the network of the machine the suite runs on, or the create was refused as "
       "invalid_spec naming network")
 def _(world: World) -> None:
     what = "a create asking for a blocked network"
     if _block_refused(world, what):
         return
-    sandbox_id = world.require_sandbox().id
-    view = _look_at_network(world, sandbox_id)
-    _require_sockets(view)
-    shared = _on_the_suites_network(view)
-    expect(shared is None, f"{what} was accepted, but inside the sandbox {shared}: the policy was silently ignored")
-    reported = _status_agrees(world, sandbox_id, what)
+    reported = _expect_apart_from_the_suite(world, what, "the policy was silently ignored")
     world.note_finding("GAP-4", "supported", f"a blocked sandbox does not share the suite's network, and {reported}")
 
 
@@ -625,15 +643,8 @@ def _(world: World) -> None:
     what = "a create asking for a blocked network"
     if _block_refused(world, what):
         return
-    sandbox_id = world.require_sandbox().id
-    view = _look_at_network(world, sandbox_id)
-    _require_interfaces(view)
-    problems = _not_blocked(view)
-    expect(not problems, f"{what} was accepted, but inside the sandbox {'; '.join(problems)}{_down_note(view)}: "
-                         "the policy was silently ignored")
-    reported = _status_agrees(world, sandbox_id, what)
-    world.note_finding("GAP-4", "supported", f"a blocked sandbox has nothing up but loopback and no route"
-                                             f"{_down_note(view)}, and {reported}")
+    observed = _expect_nothing_up(world, what, "the policy was silently ignored")
+    world.note_finding("GAP-4", "supported", f"a blocked sandbox has nothing up but loopback and no route{observed}")
 
 
 @then("the sandbox has an interface besides loopback that is up, and a default route")
@@ -735,12 +746,7 @@ def _(world: World) -> None:
     what = "blocking a running sandbox's network"
     if _change_refused(world, what):
         return
-    sandbox_id = world.require_sandbox().id
-    view = _look_at_network(world, sandbox_id)
-    _require_sockets(view)
-    shared = _on_the_suites_network(view)
-    expect(shared is None, f"{what} was accepted, but inside the sandbox {shared}: the change was silently not made")
-    reported = _status_agrees(world, sandbox_id, what)
+    reported = _expect_apart_from_the_suite(world, what, "the change was silently not made")
     before = ("it shared it before the change" if world.gaps.shared_suite_before else
               "it did not share it before the change either")
     world.note_finding("GAP-4", "supported", f"once blocked, the running sandbox does not share the suite's network "
@@ -756,12 +762,6 @@ def _(world: World) -> None:
     if world.gaps.networked_before is False:
         pytest.skip("the sandbox had no network before the change (nothing up but loopback, no route): a change "
                     "that changes nothing could not be told from one that blocks")
-    sandbox_id = world.require_sandbox().id
-    view = _look_at_network(world, sandbox_id)
-    _require_interfaces(view)
-    problems = _not_blocked(view)
-    expect(not problems, f"{what} was accepted, but inside the sandbox {'; '.join(problems)}{_down_note(view)}: "
-                         "the change was silently not made")
-    reported = _status_agrees(world, sandbox_id, what)
+    observed = _expect_nothing_up(world, what, "the change was silently not made")
     world.note_finding("GAP-4", "supported", f"once blocked, the running sandbox has nothing up but loopback and no "
-                                             f"route{_down_note(view)}, and {reported}")
+                                             f"route{observed}")
