@@ -2,7 +2,8 @@
 
     .venv/bin/python -m tests.redteam.measure [--set blind_1] [--workers 4] [--only NAME ...] [--out FILE]
 
-Each mutant of the set is served in-process and the WHOLE suite runs against it (--strict, so a broken
+Each mutant of the set is served in-process (a plugin, or a REST server run over the built-in forkd
+profile) and the WHOLE suite runs against it (--strict, so a broken
 SHOULD counts). A mutant is *killed* when at least one scenario fails; *errored* when the suite could not
 run against it at all (its handshake broke) or blamed itself; *survived* otherwise. A mutant that survives
 in-process runs again as a real plugin process through the CLI, since some faults (a thread that keeps
@@ -34,6 +35,8 @@ def _measure(set_name: str, name: str, call_timeout_s: float) -> dict:
 
     importlib.import_module(f"tests.redteam.{set_name}")
     started = time.monotonic()
+    if _is_rest_server(name):
+        return _measure_rest(name, call_timeout_s, started)
     with tempfile.TemporaryDirectory() as reports:
         config = RunConfig(provider=ProviderConfig(in_process=("tests.redteam.serve:serve", name),
                                                    call_timeout_s=call_timeout_s, run_id=f"redteam-{name}"),
@@ -56,6 +59,48 @@ def _measure(set_name: str, name: str, call_timeout_s: float) -> dict:
         status = "killed" if failed else ("errored" if errors else "survived")
         how = "as a process"
     return {"name": name, "status": status, "failed": failed, "errors": errors, "how": how,
+            "seconds": round(time.monotonic() - started, 1)}
+
+
+def _is_rest_server(name: str) -> bool:
+    """Whether the mutant ``name`` is a REST server (a subclass of the bundled forkd-compatible app), not a plugin."""
+    from conformance.reference.rest_server import ForkdApp
+    from tests import redteam
+
+    return issubclass(redteam.REGISTRY[name].cls, ForkdApp)
+
+
+def _measure_rest(name: str, call_timeout_s: float, started: float) -> dict:
+    """The whole suite over REST (the built-in forkd profile) against the mutant server on a thread."""
+    import os
+    import uuid
+
+    from conformance import runner
+    from conformance.config import RunConfig
+    from conformance.errors import ConformanceError
+    from conformance.providers import ProviderConfig
+    from tests import inprocess, redteam
+
+    token = f"redteam-{uuid.uuid4().hex}"
+    os.environ["FORKD_TOKEN"] = token  # this worker's own environment: the profile reads the token there
+    with tempfile.TemporaryDirectory() as reports, inprocess.rest_server(token, redteam.REGISTRY[name].cls,
+                                                                         log=[]) as url:
+        config = RunConfig(provider=ProviderConfig(rest_url=url, profile="forkd", call_timeout_s=call_timeout_s,
+                                                   run_id=f"redteam-{name}"),
+                           report_dir=reports, seed=42, strict=True)
+        try:
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                outcome = runner.run(config)
+        except ConformanceError as exc:
+            return {"name": name, "status": "errored", "why": str(exc), "seconds": round(time.monotonic() - started, 1)}
+    document = outcome.document
+    if document is None:
+        return {"name": name, "status": "errored", "why": outcome.note or "no document",
+                "seconds": round(time.monotonic() - started, 1)}
+    failed = sorted(document.with_outcome("failed"))
+    errors = sorted(document.with_outcome("error"))
+    status = "killed" if failed else ("errored" if errors else "survived")
+    return {"name": name, "status": status, "failed": failed, "errors": errors, "how": "rest in-process",
             "seconds": round(time.monotonic() - started, 1)}
 
 
