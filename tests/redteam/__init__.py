@@ -37,12 +37,16 @@ def redteam(name: str, requirement: str, bug: str) -> Callable[[type], type]:
 
 def load() -> dict[str, Mutant]:
     """Import every module that registers mutants; the complete registry."""
-    from tests.redteam import blind_1  # noqa: F401
-    from tests.redteam import blind_2  # noqa: F401
-    from tests.redteam import blind_3  # noqa: F401
-    from tests.redteam import blind_4  # noqa: F401
-    from tests.redteam import blind_5  # noqa: F401
-    from tests.redteam import blind_6  # noqa: F401
-    from tests.redteam import blind_v2_1  # noqa: F401
+    from tests.redteam import (
+        blind_1,  # noqa: F401
+        blind_2,  # noqa: F401
+        blind_3,  # noqa: F401
+        blind_4,  # noqa: F401
+        blind_5,  # noqa: F401
+        blind_6,  # noqa: F401
+        blind_net_1,  # noqa: F401
+        blind_rest_1,  # noqa: F401
+        blind_v2_1,  # noqa: F401
+    )
 
     return REGISTRY
