@@ -151,6 +151,9 @@ class SandboxRequest:
     events: EventRoute | None = None
     from_snapshot: str | None = None  # start from this snapshot (by name, or a sketch snapshot tag)
     network: NetworkPolicy | None = None  # None: the create asks for no policy (the provider's default)
+    # The scenario asks for something the protocol does not define on purpose (a provider must refuse it): the
+    # dialect sends the spec as it is instead of refusing to send what its own schema rejects.
+    unchecked: bool = False
 
 
 @dataclass(frozen=True)
@@ -762,7 +765,8 @@ class Credentials(ABC):
 
     @abstractmethod
     def with_credentials(self, kind: str) -> ProviderAdapter:
-        """No credentials (``"none"``) or wrong ones (``"wrong"``); it records into this adapter's
+        """No credentials (``"none"``), wrong ones (``"wrong"``), or a near miss of the real ones (``"wrong by
+        its last character"``, ``"wrong by a character too many"``); it records into this adapter's
         transcript and its sandboxes are cleaned up with this adapter's ledger."""
 
 

@@ -235,6 +235,12 @@ Feature: Running commands
     Then the command ran and exited with code 0
     And stdout is exactly "quick"
 
+  @id:exec-within-timeout @req:SDP1-036 @req:SDP1-074 @req:REST-015 @must
+  Scenario: A command that ends within its timeout is not cut short
+    When I run `sleep 1.5; printf finished` with a timeout of 3 seconds
+    Then the command ran and exited with code 0
+    And stdout is exactly "finished"
+
   @id:sketch-exec-timeout @req:SKETCH-011 @must @dialect:fabro-sketch
   Scenario: A command that outlives its timeout_secs is a normal result that says it timed out
     When I run `printf started; sleep 10; printf finished` with a timeout of 1 second

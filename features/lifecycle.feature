@@ -24,6 +24,14 @@ Feature: Sandbox lifecycle
     And the handle carries the sandbox's own capability declaration
     And the handle names a non-empty working directory
 
+  # The provider's declaration is the upper bound; a sandbox's own may be narrower, never wider: a host that
+  # trusts the sandbox's set would ask it for what the provider said it does not offer.
+  @id:handle-capabilities-within-provider @req:SDP1-021 @should
+  Scenario: A new sandbox declares nothing its provider does not
+    Given a provider
+    When I create a sandbox
+    Then every capability the handle declares, the provider declared too
+
   @id:sandbox-id-rules @req:SDP1-038 @must
   Scenario: Sandbox ids are non-empty, at most 256 bytes, with no whitespace or control characters
     Given a provider

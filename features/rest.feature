@@ -64,6 +64,19 @@ Feature: REST providers
     Then the request is refused with HTTP status 401 or 403
     And no sandbox was created by it
 
+  @id:rest-near-miss-credential @req:REST-005 @must @dialect:rest
+  Scenario Outline: A create with a token that is nearly the right one is refused with 401 or 403: <near miss>
+    Given a provider
+    When I note every sandbox the provider lists
+    And I create a sandbox with a credential <near miss>
+    Then the request is refused with HTTP status 401 or 403
+    And no sandbox was created by it
+
+    Examples:
+      | near miss                      |
+      | wrong by its last character    |
+      | wrong by a character too many  |
+
   @id:rest-credential-every-route @req:REST-004 @must @dialect:rest
   Scenario: Listing, getting, running a command in and deleting a sandbox without the credential are refused
     Given a sandbox

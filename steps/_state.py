@@ -223,6 +223,9 @@ class GapsState:
     exec_target: str | None = None
     # the network policy the create (or the change of a running sandbox's policy) asked for
     network: NetworkPolicy | None = None
+    # the label only the create asking for that policy carried, where the dialect could carry one: a refused
+    # create must leave no sandbox with it
+    network_probe: dict[str, str] | None = None
     # before a running sandbox's network was changed: whether it had one (an interface up besides loopback, a
     # route, or the suite's own network), and whether it shared the suite's network; None where not seen
     networked_before: bool | None = None

@@ -25,7 +25,12 @@ from conformance.adapter import (
     SandboxHandle,
     SandboxRequest,
 )
-from conformance.errors import ApplicationErrorAnswer, CapabilityNotDeclared, NotExpressible
+from conformance.errors import (
+    ApplicationErrorAnswer,
+    CapabilityNotDeclared,
+    NotExpressible,
+    ProtocolErrorAnswer,
+)
 
 from ._shared import MARKER_FILE, Attempt, World, attempt, cleanup, expect, run_ok
 
@@ -354,6 +359,7 @@ NETWORK_POLICIES = {
     "an empty domain allow-list": NetworkPolicy("domain_allow_list"),
 }
 NETWORK_POLICY_NAMES = "|".join(NETWORK_POLICIES)
+INVALID_PARAMS = -32602  # JSON-RPC 2.0
 IFF_UP = 0x1  # an interface's flags (/sys/class/net/<name>/flags)
 RTF_UP = 0x1  # a route's flags (/proc/net/route, /proc/net/ipv6_route)
 RTF_REJECT = 0x200  # an unreachable or prohibit route: it leads nowhere
@@ -526,22 +532,45 @@ def _down_note(view: NetworkView) -> str:
     return f" (interfaces that are down, or unknown and without a route: {', '.join(down)})" if down else ""
 
 
-def _create_with_network(world: World, policy: NetworkPolicy) -> None:
+def _create_with_network(world: World, policy: NetworkPolicy, unchecked: bool = False) -> None:
     world.gaps.network = policy
-    world.last = attempt(lambda: _create_asking(world, policy))
+    world.last = attempt(lambda: _create_asking(world, policy, unchecked))
 
 
-def _create_asking(world: World, policy: NetworkPolicy) -> SandboxHandle:
+def _create_asking(world: World, policy: NetworkPolicy, unchecked: bool = False) -> SandboxHandle:
     """A sandbox created asking for ``policy``; where the dialect cannot ask, records that the provider declares
     network policies it gives no way to ask for (then skips, as the dialect cannot express it)."""
+    probe = {"sandbox-conformance.network-probe": world.token("conformance-network")}
     try:
-        return world.create_sandbox(network=policy)
+        try:
+            world.gaps.network_probe = probe
+            return world.create_sandbox(network=policy, unchecked=unchecked, labels=probe)
+        except NotExpressible:
+            # without the label: where a dialect cannot ask for a network policy, that is what it says
+            world.gaps.network_probe = None
+            return world.create_sandbox(network=policy, unchecked=unchecked)
     except NotExpressible as gap:
         declared = [flag for flag in NETWORK_FLAGS if world.provider.capabilities.declares(flag)]
         if declared:  # it says it offers network policies its dialect gives no way to ask for
             world.note_finding("GAP-4", "declared but not expressible",
                                f"{gap}; its capabilities declare {', '.join(declared)}")
         raise
+
+
+def _nothing_left(world: World, what: str) -> None:
+    """Fails when a refused create left a sandbox behind (one listed with the label only it carried), which
+    is then deleted with the scenario's own; where the dialect cannot list by label, there is nothing to see."""
+    probe = world.gaps.network_probe
+    if probe is None:
+        return
+    try:
+        left = [status.id for status in world.provider.list(probe)]
+    except NotExpressible:
+        return
+    for sandbox_id in left:
+        world.provider.ledger.record_created(sandbox_id, world.provider.owner)
+    expect(not left, f"{what} was refused, yet it left sandbox(es) {left} behind: a refused create must have no "
+                     "effect (a spec is checked before anything is made)")
 
 
 def _asked_network(world: World) -> NetworkPolicy:
@@ -561,6 +590,7 @@ def _refused_naming_network(world: World, what: str) -> bool:
     expect(isinstance(error, ApplicationErrorAnswer) and error.kind == "invalid_spec"
            and str((error.detail or {}).get("field", "")).startswith("network"),
            f"{what} must be honoured, or refused as invalid_spec naming network; it answered: {error}")
+    _nothing_left(world, what)
     return True
 
 
@@ -584,6 +614,41 @@ def _status_agrees(world: World, sandbox_id: str, what: str, open_seen: bool = F
 @when(parsers.re(rf"I create a sandbox whose network policy is (?P<policy>{NETWORK_POLICY_NAMES})$"))
 def _(world: World, policy: str) -> None:
     _create_with_network(world, NETWORK_POLICIES[policy])
+
+
+@when("I create a sandbox whose network policy is the provider's default, named explicitly")
+def _(world: World) -> None:
+    # a host may write a spec in full, every field at its default: the default policy means no policy asked
+    _create_with_network(world, NetworkPolicy("provider_default"))
+
+
+@then("the sandbox is created, as it is when no network policy is named")
+def _(world: World) -> None:
+    world.last.expect_success("a create naming the network policy provider_default (the spec's own default)")
+    world.note_finding("GAP-4", "supported", "the default network policy, named explicitly, was accepted")
+
+
+@when('I create a sandbox whose network policy is "block_all", the capability\'s name, which is no policy')
+def _(world: World) -> None:
+    # the capability flag is block_all, the policy block: a provider that reads an unknown name as its
+    # default runs with a network the host asked it to block
+    _create_with_network(world, NetworkPolicy("block_all"), unchecked=True)
+
+
+@then("the create is refused as invalid_spec naming network, or as invalid params")
+def _(world: World) -> None:
+    error = world.last.error
+    expect(error is not None, "a create naming the network policy 'block_all', which the protocol does not define "
+                              "(the policy is 'block'), was accepted: an undefined policy must be refused, never "
+                              "read as another one")
+    named = isinstance(error, ApplicationErrorAnswer) and error.kind == "invalid_spec" \
+        and str((error.detail or {}).get("field", "")).startswith("network")
+    # a plugin that decodes the spec with upstream's types fails the request's params first
+    decoded = isinstance(error, ProtocolErrorAnswer) and error.code == INVALID_PARAMS
+    expect(named or decoded, f"a network policy the protocol does not define must be refused as invalid_spec naming "
+                             f"network, or as invalid params ({INVALID_PARAMS}); it answered: {error}")
+    _nothing_left(world, "a create naming the undefined network policy 'block_all'")
+    world.note_finding("GAP-4", "refused", f"an undefined network policy was refused: {error}")
 
 
 @when(parsers.re(rf"I create a sandbox whose network policy is (?P<policy>{NETWORK_POLICY_NAMES}), which the "
@@ -719,6 +784,7 @@ def _(world: World) -> None:
     world.gaps.networked_before = None if before.blind else before.networked()
     world.gaps.shared_suite_before = before.sees_the_suite if before.sockets_seen else None
     policy = world.gaps.network = NETWORK_POLICIES["blocked"]
+    world.gaps.network_probe = None  # a refused change is no refused create: the sandbox stays, rightly
     world.last = attempt(lambda: world.invoke("update network", sandbox_id, network=policy))
 
 

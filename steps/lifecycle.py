@@ -124,6 +124,16 @@ def _(world: World) -> None:
            "the handle carries no per-sandbox capability declaration")
 
 
+@then("every capability the handle declares, the provider declared too")
+def _(world: World) -> None:
+    own = world.require_sandbox().capabilities
+    if own is None:
+        raise NotExpressible(world.provider.dialect, "a per-sandbox capability declaration")
+    wider = [name for name in own.declared() if not world.provider.capabilities.declares(name)]
+    expect(not wider, f"the new sandbox declares {', '.join(wider)}, which its provider's declaration (the upper bound "
+                      "a sandbox's own may narrow) does not")
+
+
 @then("the handle names a non-empty working directory")
 def _(world: World) -> None:
     directory = world.require_sandbox().working_directory

@@ -47,6 +47,14 @@ def _(world: World, how: str) -> None:
     world.last = attempt(lambda: other.create(SandboxRequest()))
 
 
+@when(parsers.re(r"I create a sandbox with a credential (?P<kind>wrong by its last character|wrong by a character "
+                 r"too many)$"))
+def _(world: World, kind: str) -> None:
+    # a server that compares only a prefix, or only as many characters as it was sent, takes a near miss
+    other = world.credentials(kind).with_credentials(kind)
+    world.last = attempt(lambda: other.create(SandboxRequest()))
+
+
 @then("the request is refused with HTTP status 401 or 403")
 def _(world: World) -> None:
     _refused(world.last.error, "a create")

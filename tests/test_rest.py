@@ -645,7 +645,8 @@ def test_a_token_never_appears_in_results_junit_or_the_terminal(tmp_path: Path, 
                         ("summary.md", (run.report_dir / "summary.md").read_text()),
                         ("report.html", (run.report_dir / "report.html").read_text()),
                         ("stdout", run.stdout), ("stderr", run.stderr), ("the server's log", log)):
-        assert token not in text, f"the token appears in {where}"
+        # the near misses rest-near-miss-credential sends are the token one character short or long
+        assert token[:-1] not in text, f"the token, or a near miss of it, appears in {where}"
 
 
 @pytest.mark.slow

@@ -78,6 +78,16 @@ class WrongTokenAccepted(ForkdApp):
         return scheme.lower() == "bearer" and bool(presented.strip())
 
 
+@mutant("rest-token-read-to-its-length")
+class TokenReadToItsLength(ForkdApp):
+    """Compares only as many characters of the presented token as the real one has: a token with more
+    characters after the real one is let in."""
+
+    def authorized(self, header: str | None) -> bool:
+        scheme, _, presented = (header or "").partition(" ")
+        return scheme.lower() == "bearer" and presented.strip()[:len(self.token)] == self.token
+
+
 @mutant("rest-auth-only-on-create")
 class AuthOnlyOnCreate(ForkdApp):
     """Guards the create route and nothing else."""

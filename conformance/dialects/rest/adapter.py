@@ -443,6 +443,10 @@ class RestAdapter(ProviderAdapter):
         self.transport.close()
 
 
+# The credentials a scenario may ask for: none, a wrong token, and near misses of the real one.
+CREDENTIAL_KINDS = ("none", "wrong", "wrong by its last character", "wrong by a character too many")
+
+
 class RestCredentials(CredentialsFacet):
     """The same REST provider reached without its token or with a wrong one."""
 
@@ -455,11 +459,10 @@ class RestCredentials(CredentialsFacet):
         if profile.auth_scheme == "none":
             raise NotExpressible(NAME, f"a request with {'no' if kind == 'none' else 'wrong'} credentials "
                                        f"(profile {profile.name} uses no authentication)")
-        if kind not in ("none", "wrong"):
+        if kind not in CREDENTIAL_KINDS:
             raise HarnessError(f"unknown credentials kind {kind!r}")
-        # A wrong token that looks like a real one, so a provider cannot tell it apart by its shape.
-        secret = None if kind == "none" else f"sandbox-conformance-wrong-{secrets.token_hex(16)}"
-        channel = f"{transport.channel}-{'no-token' if kind == 'none' else 'wrong-token'}"
+        secret = self._secret(kind, transport.credentials.secret)
+        channel = f"{transport.channel}-{'no-token' if kind == 'none' else kind.replace(' ', '-')}"
         other = RestAdapter(profile, transport.with_credentials(transport.credentials.replaced(secret), channel),
                             adapter.run_labels, adapter.base_spec, adapter.request_timeout_s, call_timeout_given=True)
         other.ledger = adapter.ledger  # whatever it creates by mistake is cleaned up with real credentials
@@ -467,6 +470,20 @@ class RestCredentials(CredentialsFacet):
         other._version = adapter._version
         other._transcript = adapter._transcript
         return other
+
+    @staticmethod
+    def _secret(kind: str, real: str | None) -> str | None:
+        """The token a request of ``kind`` carries. A near miss of the real token (one character short, one
+        too many: a server that compares a prefix, or only as many characters as it was sent) is itself
+        kept out of everything the suite writes, as the token is."""
+        if kind == "none":
+            return None
+        if kind == "wrong" or not real:
+            # a wrong token that looks like a real one, so a provider cannot tell it apart by its shape
+            return f"sandbox-conformance-wrong-{secrets.token_hex(16)}"
+        near = real[:-1] if kind == "wrong by its last character" else real + real[-1]
+        REDACTOR.add(near)
+        return near
 
 
 def _listed(statuses: tuple[int, ...]) -> str:

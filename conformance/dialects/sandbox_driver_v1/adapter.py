@@ -137,8 +137,10 @@ class SandboxDriverV1Adapter(JsonRpcAdapter):
         if route is not None and call.answer_sequence is not None:
             route.answers.append((operation, call.answer_sequence))
 
-    def _evented(self, method: str, params: dict[str, Any], route: EventRoute | None, operation: str) -> Any:
-        call = self.connection.request(method, {**params, **self._events_param(route)}, self.call_timeout_s)
+    def _evented(self, method: str, params: dict[str, Any], route: EventRoute | None, operation: str,
+                 check_params: bool = True) -> Any:
+        call = self.connection.request(method, {**params, **self._events_param(route)}, self.call_timeout_s,
+                                       check_params=check_params)
         try:
             return call.result()
         finally:
@@ -168,7 +170,8 @@ class SandboxDriverV1Adapter(JsonRpcAdapter):
         return spec
 
     def create(self, request: SandboxRequest) -> SandboxHandle:
-        result = self._evented("sandbox/create", {"spec": self.creation_spec(request)}, request.events, "create")
+        result = self._evented("sandbox/create", {"spec": self.creation_spec(request)}, request.events, "create",
+                               check_params=not request.unchecked)
         handle = self._handle(result)
         self.ledger.record_created(handle.id, self.owner)
         self._remember_route(handle.id, request.events)
