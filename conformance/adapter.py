@@ -765,8 +765,8 @@ class Credentials(ABC):
 
     @abstractmethod
     def with_credentials(self, kind: str) -> ProviderAdapter:
-        """No credentials (``"none"``), wrong ones (``"wrong"``), or a near miss of the real ones (``"wrong by
-        its last character"``, ``"wrong by a character too many"``); it records into this adapter's
+        """No credentials (``"none"``), wrong ones (``"wrong"``), or a near miss of the real ones (``"one
+        character short"``, ``"one character too many"``); it records into this adapter's
         transcript and its sandboxes are cleaned up with this adapter's ledger."""
 
 

@@ -15,6 +15,7 @@ from conformance.adapter import ProviderAdapter
 from conformance.dialects import jsonrpc, registry, rest, sandbox_driver_v1, sandbox_driver_v2
 from conformance.dialects.jsonrpc_adapter import JsonRpcAdapter, SchemaRules
 from conformance.dialects.registry import AdapterSettings
+from conformance.dialects.rest.adapter import near_misses
 from conformance.errors import (
     ApplicationErrorAnswer,
     CallTimeout,
@@ -219,9 +220,15 @@ def profile_reference(value: str | None, rest_target: bool) -> str | None:
 
 
 def register_secrets(config: ProviderConfig) -> None:
-    """Every value handed to the provider is redacted from everything the suite writes."""
+    """Every value handed to the provider is redacted from everything the suite writes; so are the near misses
+    of the REST token that rest-near-miss-credential sends, in every process, whichever one sent them."""
     for value in config.handed_values():
         REDACTOR.add(value)
+    token_env = config.token_env()
+    token = os.environ.get(token_env) if token_env else None
+    if token:
+        for near in near_misses(token):
+            REDACTOR.add(near)
 
 
 # An environment variable name as the configuration file's schema allows one (env's propertyNames).

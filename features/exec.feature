@@ -237,7 +237,7 @@ Feature: Running commands
 
   @id:exec-within-timeout @req:SDP1-036 @req:SDP1-074 @req:REST-015 @must
   Scenario: A command that ends within its timeout is not cut short
-    When I run `sleep 1.5; printf finished` with a timeout of 3 seconds
+    When I run `sleep 2; printf finished` with a timeout of 5 seconds
     Then the command ran and exited with code 0
     And stdout is exactly "finished"
 

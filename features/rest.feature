@@ -73,9 +73,9 @@ Feature: REST providers
     And no sandbox was created by it
 
     Examples:
-      | near miss                      |
-      | wrong by its last character    |
-      | wrong by a character too many  |
+      | near miss              |
+      | one character short    |
+      | one character too many |
 
   @id:rest-credential-every-route @req:REST-004 @must @dialect:rest
   Scenario: Listing, getting, running a command in and deleting a sandbox without the credential are refused

@@ -47,8 +47,8 @@ def _(world: World, how: str) -> None:
     world.last = attempt(lambda: other.create(SandboxRequest()))
 
 
-@when(parsers.re(r"I create a sandbox with a credential (?P<kind>wrong by its last character|wrong by a character "
-                 r"too many)$"))
+@when(parsers.re(r"I create a sandbox with a credential (?P<kind>one character short|one character too "
+                 r"many)$"))
 def _(world: World, kind: str) -> None:
     # a server that compares only a prefix, or only as many characters as it was sent, takes a near miss
     other = world.credentials(kind).with_credentials(kind)

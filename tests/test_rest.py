@@ -705,3 +705,11 @@ def test_an_exec_is_read_until_the_providers_late_timeout_answer_can_have_come()
     adapter.exec("sb-1", ExecRequest("sleep 5", timeout_s=0.4))
     # the timeout as sent (rounded up to 1 s), the 5 s forkd 0.5.2 may answer late, then the call timeout
     assert mock.seen[-1].extensions["timeout"]["read"] >= 1 + 5 + 1
+
+
+def test_a_near_miss_of_the_token_is_one_character_short_or_long_and_never_a_padding_variant() -> None:
+    from conformance.dialects.rest.adapter import near_misses
+
+    assert near_misses("secret-token-123") == ("secret-token-12", "secret-token-123x")
+    assert near_misses("c2VjcmV0dG9rZW4x==") == ("c2VjcmV0dG9rZW4", "c2VjcmV0dG9rZW4xy")  # base64 padding left out
+    assert near_misses("tokenx") == ("token", "tokenxy")

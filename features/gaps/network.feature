@@ -43,7 +43,8 @@ Feature: GAP 4 — a network policy is honoured or refused, never silently dropp
       | a CIDR allow-list   | network.cidr_allow_list   |
       | a domain allow-list | network.domain_allow_list |
 
-  @id:network-default-explicit @req:GAP-4 @req:SDP1-051 @must
+  # No GAP-4 finding: the default is no policy asked, which says nothing of honouring one.
+  @id:network-default-explicit @req:SDP1-051 @must
   Scenario: The provider's default network policy, named explicitly, is accepted like no policy at all
     Given a provider
     When I create a sandbox whose network policy is the provider's default, named explicitly
@@ -53,7 +54,7 @@ Feature: GAP 4 — a network policy is honoured or refused, never silently dropp
   Scenario: A network policy the protocol does not define is refused, never taken for the default
     Given a provider
     When I create a sandbox whose network policy is "block_all", the capability's name, which is no policy
-    Then the create is refused as invalid_spec naming network, or as invalid params
+    Then the create is refused as invalid_spec naming network, or as params that cannot be decoded
 
   @id:network-allow-list-empty @req:GAP-4 @req:SDP1-051 @must
   Scenario Outline: An empty allow-list is refused, whatever the provider offers: <policy>

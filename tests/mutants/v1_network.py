@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 from conformance.reference.host_backend import HostSandbox, invalid_spec
 from conformance.reference.host_plugin import BASE_CAPABILITIES, HostPlugin
+from conformance.reference.stdio_server import RpcFailure
 from tests.mutants import mutant
 
 ALLOW_LIST_KEYS = {"cidr_allow_list": "cidrs", "domain_allow_list": "domains"}
@@ -146,3 +147,33 @@ class NetworkEmptyAllowListAccepted(_AllowLists):
     """Accepts an allow-list with nothing in it, which allows nothing it could name."""
 
     refuses_empty = False
+
+
+# The names a NetworkPolicy may have (section 5.4); a plugin built on upstream's types cannot decode any other.
+DEFINED_POLICIES = ("provider_default", "allow_all", "block", "cidr_allow_list", "domain_allow_list")
+
+
+class _UndecodablePolicy(HostPlugin):
+    """Refuses a network policy the protocol does not define as params that cannot be decoded (JSON-RPC
+    ``code``), as a plugin decoding the spec with upstream's types does; otherwise the honest plugin."""
+
+    code: ClassVar[int] = -32600
+
+    def m_sandbox_create(self, params: dict[str, Any]) -> Any:
+        network = (params.get("spec") or {}).get("network", "provider_default")
+        name = network if isinstance(network, str) else next(iter(network), None) if isinstance(network, dict) else None
+        if name not in DEFINED_POLICIES:
+            raise RpcFailure(self.code, f"invalid params: spec.network: unknown variant `{name}`")
+        return super().m_sandbox_create(params)
+
+
+@mutant("network-undefined-policy-invalid-request")
+class NetworkUndefinedPolicyInvalidRequest(_UndecodablePolicy):
+    """-32600, as v1 and v2 name an undecodable request (the reference plugins' own answer)."""
+
+
+@mutant("network-undefined-policy-invalid-params")
+class NetworkUndefinedPolicyInvalidParams(_UndecodablePolicy):
+    """-32602, as a JSON-RPC library answers params its types cannot take."""
+
+    code = -32602

@@ -444,7 +444,9 @@ class RestAdapter(ProviderAdapter):
 
 
 # The credentials a scenario may ask for: none, a wrong token, and near misses of the real one.
-CREDENTIAL_KINDS = ("none", "wrong", "wrong by its last character", "wrong by a character too many")
+CREDENTIAL_KINDS = ("none", "wrong", "one character short", "one character too many")
+# The shortest token a near miss is made of: a shorter one's near miss is too short to redact (transcript.Redactor).
+NEAR_MISS_MIN_TOKEN = 5
 
 
 class RestCredentials(CredentialsFacet):
@@ -475,15 +477,27 @@ class RestCredentials(CredentialsFacet):
     def _secret(kind: str, real: str | None) -> str | None:
         """The token a request of ``kind`` carries. A near miss of the real token (one character short, one
         too many: a server that compares a prefix, or only as many characters as it was sent) is itself
-        kept out of everything the suite writes, as the token is."""
+        kept out of everything the suite writes, as the token is (``near_misses``)."""
         if kind == "none":
             return None
         if kind == "wrong" or not real:
             # a wrong token that looks like a real one, so a provider cannot tell it apart by its shape
             return f"sandbox-conformance-wrong-{secrets.token_hex(16)}"
-        near = real[:-1] if kind == "wrong by its last character" else real + real[-1]
+        if len(real) < NEAR_MISS_MIN_TOKEN:
+            raise NotExpressible(NAME, f"a near miss of a token shorter than {NEAR_MISS_MIN_TOKEN} characters (it "
+                                       "could not be kept out of the reports)")
+        short, long = near_misses(real)
+        near = short if kind == "one character short" else long
         REDACTOR.add(near)
         return near
+
+
+def near_misses(token: str) -> tuple[str, str]:
+    """The token one character short and one character too many. Padding and blanks at its end are left out
+    first: a server that strips or decodes them would rightly take ``abc=`` for ``abc==``."""
+    core = token.rstrip("= \t\r\n")
+    extra = "x" if core[-1:] != "x" else "y"
+    return core[:-1], core + extra
 
 
 def _listed(statuses: tuple[int, ...]) -> str:
