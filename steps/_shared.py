@@ -97,6 +97,17 @@ class Attempt:
         return self.error
 
 
+def names_field(error: ApplicationErrorAnswer, wanted: str) -> bool:
+    """Does a refusal's ``detail.field`` name ``wanted``, itself or a part of it (``wanted.x``, ``wanted[0]``)?"""
+    named = error.detail.get("field") if isinstance(error.detail, dict) else None
+    return isinstance(named, str) and (named == wanted or named.startswith((wanted + ".", wanted + "[")))
+
+
+def invalid_spec_naming(error: Any, wanted: str) -> bool:
+    """Is ``error`` a refusal as invalid_spec naming the field ``wanted``?"""
+    return isinstance(error, ApplicationErrorAnswer) and error.kind == "invalid_spec" and names_field(error, wanted)
+
+
 def attempt(call: Callable[[], Any]) -> Attempt:
     try:
         return Attempt(answer=call())

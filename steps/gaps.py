@@ -33,7 +33,7 @@ from conformance.errors import (
     ProtocolErrorAnswer,
 )
 
-from ._shared import MARKER_FILE, Attempt, World, attempt, cleanup, expect, run_ok
+from ._shared import MARKER_FILE, Attempt, World, attempt, cleanup, expect, invalid_spec_naming, run_ok
 
 BRANCH_ONLY = "conformance-written-in-branch"
 SOURCE_ONLY = "conformance-written-in-source-later"
@@ -599,8 +599,7 @@ def _refused_naming_network(world: World, what: str) -> bool:
     expect(not (flag and world.provider.capabilities.declares(flag)),
            f"the provider declares {flag}, yet {what} failed: {error}")
     left = _leftovers(world)  # first: whatever the verdict, what a refusal left behind is deleted
-    expect(isinstance(error, ApplicationErrorAnswer) and error.kind == "invalid_spec"
-           and str((error.detail or {}).get("field", "")).startswith("network"),
+    expect(invalid_spec_naming(error, "network"),
            f"{what} must be honoured, or refused as invalid_spec naming network; it answered: {error}")
     _expect_nothing_left(left, what)
     return True
@@ -652,8 +651,7 @@ def _(world: World) -> None:
     expect(error is not None, "a create naming the network policy 'block_all', which the protocol does not define "
                               "(the policy is 'block'), was accepted: an undefined policy must be refused, never "
                               "read as another one")
-    named = isinstance(error, ApplicationErrorAnswer) and error.kind == "invalid_spec" \
-        and str((error.detail or {}).get("field", "")).startswith("network")
+    named = invalid_spec_naming(error, "network")
     # a plugin that decodes the spec with upstream's types fails the request's params first
     decoded = isinstance(error, ProtocolErrorAnswer) and error.code in UNDECODABLE_PARAMS
     left = _leftovers(world)
@@ -762,8 +760,7 @@ def _(world: World, flag: str) -> None:
 def _(world: World) -> None:
     policy = _asked_network(world)
     error = world.last.error
-    expect(isinstance(error, ApplicationErrorAnswer) and error.kind == "invalid_spec"
-           and str((error.detail or {}).get("field", "")).startswith("network"),
+    expect(invalid_spec_naming(error, "network"),
            f"a create asking for an empty {policy.kind} must be refused as invalid_spec naming network (an empty "
            f"allow-list allows nothing it could name); "
            + (f"it answered: {error}" if error is not None else

@@ -23,7 +23,18 @@ from conformance.adapter import (
 )
 from conformance.errors import ApplicationErrorAnswer, NotExpressible
 
-from ._shared import MARKER_FILE, Attempt, World, attempt, await_file, cleanup, epoch_seconds, expect, run_ok
+from ._shared import (
+    MARKER_FILE,
+    Attempt,
+    World,
+    attempt,
+    await_file,
+    cleanup,
+    epoch_seconds,
+    expect,
+    names_field,
+    run_ok,
+)
 from ._state import Background
 
 KNOWN_STATES = {
@@ -169,16 +180,11 @@ TIMER_NAMES = ("auto_stop_after_idle", "auto_pause_after_idle", "auto_archive_af
 PLACEHOLDER = re.compile(r"<[^<>\s]*>|\{[^{}\s]*\}|\$\{|%s")
 
 
-def _names_field(error: ApplicationErrorAnswer, wanted: str) -> bool:
-    named = error.detail.get("field")
-    return isinstance(named, str) and (named == wanted or named.startswith((wanted + ".", wanted + "[")))
-
-
 def _expect_refusal(outcome: Attempt, what: str, kind: str, field: str | None = None) -> ApplicationErrorAnswer:
     error = outcome.expect_application_error(what)
     expect(error.kind == kind, f"{what} should be refused with kind {kind}; it answered: {error}")
     if field is not None:
-        expect(_names_field(error, field),
+        expect(names_field(error, field),
                f"{what} was refused as {kind}, but detail.field is {error.detail.get('field')!r} instead of "
                f"{field!r}")
     return error
@@ -256,7 +262,7 @@ def _(world: World) -> None:
     world.lifecycle.labels = labels
     created = attempt(lambda: world.provider.create(SandboxRequest(labels=labels)))
     error = created.error
-    if isinstance(error, ApplicationErrorAnswer) and error.kind == "invalid_spec" and _names_field(error, "labels"):
+    if isinstance(error, ApplicationErrorAnswer) and error.kind == "invalid_spec" and names_field(error, "labels"):
         # Labels are strings to strings (section 5.4), but a backend that cannot store an empty value may say so.
         pytest.skip(f"the provider refuses a label with an empty value as invalid_spec naming labels: {error}")
     world.sandbox = created.expect_success("a create labelled with a label whose value is empty")
@@ -281,7 +287,7 @@ def _(world: World, part: str) -> None:
     other = {"conformance-first": value.upper()} if part == "value" else {"conformance-first".upper(): value}
     created = attempt(lambda: world.provider.create(SandboxRequest(labels=other)))
     error = created.error
-    if isinstance(error, ApplicationErrorAnswer) and error.kind == "invalid_spec" and _names_field(error, "labels"):
+    if isinstance(error, ApplicationErrorAnswer) and error.kind == "invalid_spec" and names_field(error, "labels"):
         # A backend that keeps labels in lower case only may refuse capitals; it must not fold them.
         pytest.skip(f"the provider refuses a label with capitals in its {part} as invalid_spec naming labels: {error}")
     world.lifecycle.other_sandbox = created.expect_success(f"a create labelled {other}")
@@ -1254,7 +1260,7 @@ def _(world: World) -> None:
         return
     error = world.last.expect_application_error(f"a create from image {reference!r}")
     if error.kind == "invalid_spec":
-        expect(_names_field(error, "source"), f"a create from image {reference!r} was refused as invalid_spec, but "
+        expect(names_field(error, "source"), f"a create from image {reference!r} was refused as invalid_spec, but "
                                               f"detail.field is {error.detail.get('field')!r} instead of 'source'")
 
 

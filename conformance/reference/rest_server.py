@@ -272,14 +272,14 @@ class Forkd052App(ForkdApp):
         memory = body.get("memory_limit_mib")
         if memory is not None and (isinstance(memory, bool) or not isinstance(memory, int) or memory <= 0):
             raise error(400, "memory_limit_mib must be a positive integer")
-        tag = body.get("snapshot_tag")
-        if isinstance(tag, str) and tag in self.writing:
+        tag = body["snapshot_tag"]
+        if tag in self.writing:
             if time.monotonic() < self.writing[tag]:
                 raise error(409, f"snapshot {tag} is still being written; retry once it is ready")
-            body = {key: value for key, value in body.items() if key != "snapshot_tag"}  # ready: the default
+            body = {**body, "snapshot_tag": DEFAULT_SNAPSHOT_TAG}  # written: it starts sandboxes as the default does
         answer = super().create({key: value for key, value in body.items() if key != "memory_limit_mib"})
         (info,) = answer.body
-        if isinstance(tag, str) and tag in self.writing:
+        if tag in self.writing:
             self.snapshot_tags[info["id"]] = tag
         if memory is not None:
             self.memory_limits[info["id"]] = memory

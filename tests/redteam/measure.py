@@ -28,19 +28,40 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def _measure(set_name: str, name: str, call_timeout_s: float) -> dict:
-    from conformance import runner
-    from conformance.config import RunConfig
-    from conformance.errors import ConformanceError
+    import os
+    import uuid
+
     from conformance.providers import ProviderConfig
+    from tests import inprocess, redteam
 
     importlib.import_module(f"tests.redteam.{set_name}")
     started = time.monotonic()
     if _is_rest_server(name):
-        return _measure_rest(name, call_timeout_s, started)
+        token = f"redteam-{uuid.uuid4().hex}"
+        os.environ["FORKD_TOKEN"] = token  # this worker's own environment: the forkd profile reads the token there
+        with inprocess.rest_server(token, redteam.REGISTRY[name].cls, log=[]) as url:
+            provider = ProviderConfig(rest_url=url, profile="forkd", call_timeout_s=call_timeout_s,
+                                      run_id=f"redteam-{name}")
+            return _judged(name, provider, started, "rest in-process")
+    provider = ProviderConfig(in_process=("tests.redteam.serve:serve", name), call_timeout_s=call_timeout_s,
+                              run_id=f"redteam-{name}")
+    result = _judged(name, provider, started, "in-process")
+    if result["status"] == "survived":  # some faults show only in a real process (a thread that keeps it alive)
+        failed, errors = _as_a_process(name, call_timeout_s)
+        result.update(status="killed" if failed else ("errored" if errors else "survived"), failed=failed,
+                      errors=errors, how="as a process", seconds=round(time.monotonic() - started, 1))
+    return result
+
+
+def _judged(name: str, provider, started: float, how: str) -> dict:
+    """The whole suite (--strict, seed 42) against ``provider``: killed (a scenario failed), errored (the run
+    could not start, or only errors), or survived."""
+    from conformance import runner
+    from conformance.config import RunConfig
+    from conformance.errors import ConformanceError
+
     with tempfile.TemporaryDirectory() as reports:
-        config = RunConfig(provider=ProviderConfig(in_process=("tests.redteam.serve:serve", name),
-                                                   call_timeout_s=call_timeout_s, run_id=f"redteam-{name}"),
-                           report_dir=reports, seed=42, strict=True)
+        config = RunConfig(provider=provider, report_dir=reports, seed=42, strict=True)
         try:
             with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
                 outcome = runner.run(config)
@@ -53,11 +74,6 @@ def _measure(set_name: str, name: str, call_timeout_s: float) -> dict:
     failed = sorted(document.with_outcome("failed"))
     errors = sorted(document.with_outcome("error"))
     status = "killed" if failed else ("errored" if errors else "survived")
-    how = "in-process"
-    if status == "survived":  # some faults show only in a real process (a thread that keeps it alive)
-        failed, errors = _as_a_process(name, call_timeout_s)
-        status = "killed" if failed else ("errored" if errors else "survived")
-        how = "as a process"
     return {"name": name, "status": status, "failed": failed, "errors": errors, "how": how,
             "seconds": round(time.monotonic() - started, 1)}
 
@@ -68,40 +84,6 @@ def _is_rest_server(name: str) -> bool:
     from tests import redteam
 
     return issubclass(redteam.REGISTRY[name].cls, ForkdApp)
-
-
-def _measure_rest(name: str, call_timeout_s: float, started: float) -> dict:
-    """The whole suite over REST (the built-in forkd profile) against the mutant server on a thread."""
-    import os
-    import uuid
-
-    from conformance import runner
-    from conformance.config import RunConfig
-    from conformance.errors import ConformanceError
-    from conformance.providers import ProviderConfig
-    from tests import inprocess, redteam
-
-    token = f"redteam-{uuid.uuid4().hex}"
-    os.environ["FORKD_TOKEN"] = token  # this worker's own environment: the profile reads the token there
-    with tempfile.TemporaryDirectory() as reports, inprocess.rest_server(token, redteam.REGISTRY[name].cls,
-                                                                         log=[]) as url:
-        config = RunConfig(provider=ProviderConfig(rest_url=url, profile="forkd", call_timeout_s=call_timeout_s,
-                                                   run_id=f"redteam-{name}"),
-                           report_dir=reports, seed=42, strict=True)
-        try:
-            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-                outcome = runner.run(config)
-        except ConformanceError as exc:
-            return {"name": name, "status": "errored", "why": str(exc), "seconds": round(time.monotonic() - started, 1)}
-    document = outcome.document
-    if document is None:
-        return {"name": name, "status": "errored", "why": outcome.note or "no document",
-                "seconds": round(time.monotonic() - started, 1)}
-    failed = sorted(document.with_outcome("failed"))
-    errors = sorted(document.with_outcome("error"))
-    status = "killed" if failed else ("errored" if errors else "survived")
-    return {"name": name, "status": status, "failed": failed, "errors": errors, "how": "rest in-process",
-            "seconds": round(time.monotonic() - started, 1)}
 
 
 def _as_a_process(name: str, call_timeout_s: float) -> tuple[list[str], list[str]]:

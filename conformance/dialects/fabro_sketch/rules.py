@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from conformance.adapter import WireVocabulary
+from conformance.adapter import NETWORK_POLICY_FLAGS, WireVocabulary
 from conformance.dialects.jsonrpc_adapter import SchemaRules, boolean_leaves, protocol_error
 from conformance.errors import ApplicationErrorAnswer, ProviderCallError
 
@@ -32,8 +32,9 @@ _ALIASES = {"access.preview_urls": "previewUrls"}
 
 # The sketch's network modes (``network.modes``, a list) that name a sandbox-driver network policy, by the
 # canonical flag that offers it: a mode the plugin lists is that flag declared.
-_NETWORK_MODES = {"allow_all": "network.allow_all", "block": "network.block_all", "block_all": "network.block_all",
-                  "cidr_allow_list": "network.cidr_allow_list", "domain_allow_list": "network.domain_allow_list"}
+# (the policy names, and "block_all", the flag's own name, which a sketch plugin may list too)
+_NETWORK_MODES = {**{policy: flag for policy, flag in NETWORK_POLICY_FLAGS.items() if flag},
+                  "block_all": "network.block_all"}
 
 
 def network_modes(raw: Any) -> list[str]:

@@ -274,7 +274,8 @@ def _build(document: dict[str, Any], source: str) -> Profile:
         exec_command=exec_spec.get("command", "argv"),
         exec_working_dir=exec_spec.get("working_dir", "fold"),
         exec_env=exec_spec.get("env", "fold"),
-        timeout_unit=timeout.get("unit", "s"), timeout_minimum=timeout.get("minimum", 1), timeout_answer_late_s=float(timeout.get("answer_late_s", 0)),
+        timeout_unit=timeout.get("unit", "s"), timeout_minimum=timeout.get("minimum", 1),
+        timeout_answer_late_s=float(timeout.get("answer_late_s", 0)),
         stdout=exec_spec.get("stdout"), stderr=exec_spec.get("stderr"), exit_code=exec_spec["exit_code"],
         timed_out=tuple(TimedOutSignal(_statuses(s, "status"), s.get("body_contains"), s.get("body_matches"),
                                        s.get("after_deadline", False))
