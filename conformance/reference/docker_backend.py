@@ -262,6 +262,7 @@ class DockerBackend(HostBackend):
             raise self._create_failure(image, what_docker_said(completed))
         sandbox.provision_log = [f"started container {sandbox_id} from {image}",
                                  f"workspace {sandbox.workspace} mounted at {WORKSPACE}"]
+        sandbox.entrypoint_log = [f"container {sandbox_id} started: {IDLE_COMMAND}"]
         with self._lock:
             self._sandboxes[sandbox_id] = sandbox
         return sandbox

@@ -115,6 +115,10 @@ class HostSandbox:
     # background): ended with the sandbox, like the commands still running.
     leftover_groups: set[int] = field(default_factory=set)
     provision_log: list[str] = field(default_factory=list)
+    # What the sandbox's entrypoint wrote. A host sandbox runs no entrypoint process of its own, so its
+    # entrypoint log records its start: a log that is declared (logs.entrypoint) has something to show, and
+    # a follower (upstream's battery among them) sees the log replayed from its beginning, then held open.
+    entrypoint_log: list[str] = field(default_factory=list)
 
     def record(self) -> dict[str, Any]:
         return {"id": self.id, "name": self.name, "labels": self.labels, "env": self.env,
@@ -202,6 +206,7 @@ class HostBackend:
             workspace.mkdir(parents=True)
         sandbox = HostSandbox(sandbox_id, name, dict(labels), dict(env), workspace.resolve())
         sandbox.provision_log = [f"created workspace {sandbox.workspace}", f"sandbox {sandbox_id} is running"]
+        sandbox.entrypoint_log = [f"sandbox {sandbox_id} started: no entrypoint process, commands run on request"]
         with self._lock:
             self._sandboxes[sandbox_id] = sandbox
             self._save(sandbox)

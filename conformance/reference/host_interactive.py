@@ -324,7 +324,11 @@ class InteractiveMethods:
                     break
                 emit(line.encode() + b"\n")
         else:
-            # A host sandbox has no entrypoint: its log stays open, silent, until cancelled or deleted.
+            # The entrypoint log is replayed from its start, then stays open until cancelled or deleted.
+            for line in sandbox.entrypoint_log:
+                if stream.cancelled.is_set():
+                    return
+                emit(line.encode() + b"\n")
             while not stream.cancelled.wait(0.1):
                 if sandbox.state in ("deleting", "deleted", "stopped"):
                     break

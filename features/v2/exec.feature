@@ -57,7 +57,7 @@ Feature: Version 2 commands: argument vectors, stops and input
       | the program ran  |
     Then stdout is exactly "the program ran"
 
-  @id:v2-exec-bash-when-asked @req:SDP2-067 @must
+  @id:v2-exec-bash-when-asked @req:SDP2-066 @req:SDP2-067 @must
   Scenario: Bash asked for with bash -c runs with the environment as given, BASH_ENV included
     Given a Bash startup file in the sandbox that prints "the startup file was sourced; "
     When I run `printf 'the command ran'` with BASH_ENV pointing at that startup file
