@@ -42,7 +42,8 @@ def _(world: World) -> None:
     expect(len(printed) == 2, f"expected a run before and a run after the attach; saw {len(printed)}")
     for when_run, seen in zip(("before attaching", "after attaching by id"), printed, strict=True):
         expect(seen == named,
-               f"a command given no working directory, run {when_run}, started in {seen.decode(errors='replace')!r}; "
+               f"a command given no working directory, run {when_run}, started in "
+               f"{seen.decode(errors='replace').strip()!r}; "
                f"the handle names {directory!r} ({named.decode(errors='replace').strip()!r}): commands start in the "
                "sandbox's working directory, so relative paths in them mean what they mean to the filesystem methods")
 
