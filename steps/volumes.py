@@ -11,25 +11,15 @@ import pytest
 from pytest_bdd import then, when
 
 from conformance.adapter import SandboxRequest
-from conformance.errors import ApplicationErrorAnswer, ProviderCallError
+from conformance.errors import ApplicationErrorAnswer
 
-from ._shared import World, attempt, cleanup, expect
+from ._shared import World, attempt, cleanup, expect, lacks_volume_permission
 
 PERSISTED = bytes([0, 1, 2, 255, 254, ord("\n"), ord("\r"), 0])  # upstream's: NULs, high bytes, line ends
 PERSISTED_FILE = "persisted.bin"
 # Upstream waits this long for a volume to be ready, and for a deleted sandbox to be gone.
 SETTLE_S = 120.0
 POLL_S = 0.5
-PERMISSION_CODES = ("401", "403")
-
-
-def _lacks_permission(error: ProviderCallError | None) -> bool:
-    """A refusal of the credential: kind auth, or a provider error coded 401 or 403 (upstream's rule)."""
-    if not isinstance(error, ApplicationErrorAnswer):
-        return False
-    provider = error.detail.get("provider")
-    code = provider.get("code") if isinstance(provider, dict) else None
-    return error.kind == "auth" or (error.kind == "provider" and str(code) in PERMISSION_CODES)
 
 
 def _volume_id(world: World) -> str:
@@ -49,7 +39,7 @@ def _path(world: World) -> str:
 def _(world: World, request: pytest.FixtureRequest) -> None:
     name = world.token("conformance-volume")
     created = attempt(lambda: world.invoke("create a volume", None, name=name))
-    if _lacks_permission(created.error):
+    if lacks_volume_permission(created.error):
         pytest.skip(f"the credential lacks volume permissions: creating volume {name!r} was refused: {created.error}")
     volume_id = created.expect_success(f"creating volume {name!r}").id
     world.lifecycle.volume_name, world.lifecycle.volume_id = name, volume_id

@@ -11,7 +11,7 @@ import yaml
 
 from conformance.errors import ApplicationErrorAnswer
 from conformance.reporting.catalogue import all_scenarios
-from steps.volumes import _lacks_permission
+from steps._shared import lacks_volume_permission
 from tests import inprocess
 
 MAP = Path(__file__).resolve().parents[1] / "conformance" / "data" / "upstream-parity.yaml"
@@ -82,14 +82,15 @@ def test_a_volume_create_refused_for_the_credential_is_a_skip_saying_so(tmp_path
     """Upstream's volume_round_trip: kind auth (or a provider error coded 401/403) means the credential lacks
     volume permissions, which is not the provider failing the scenario."""
     provider = inprocess.plugin(mutant="volume-create-refused-for-credential")
-    run = inprocess.run_suite(provider, tmp_path / "reports", scenarios=("volume-persists-across-sandboxes",))
-    assert run.outcomes()["volume-persists-across-sandboxes"] == "skipped", run.output[-2000:]
-    [result] = [s for s in run.results["scenarios"] if s["id"] == "volume-persists-across-sandboxes"]
-    assert "the credential lacks volume permissions" in result["message"], result["message"]
+    scenarios = ("volume-persists-across-sandboxes", "volume-lifecycle")
+    run = inprocess.run_suite(provider, tmp_path / "reports", scenarios=scenarios)
+    for result in [s for s in run.results["scenarios"] if s["id"] in scenarios]:
+        assert result["outcome"] == "skipped", run.output[-2000:]
+        assert "the credential lacks volume permissions" in result["message"], result["message"]
 
 
 @pytest.mark.parametrize("code", ["401", "403", "500"])
 def test_a_provider_error_coded_401_or_403_is_a_lack_of_permission_and_others_are_not(code) -> None:
     error = ApplicationErrorAnswer(method="volume/create", code=-32000, message="refused", kind="provider",
                                    detail={"provider": {"provider": "cloud", "code": code}})
-    assert _lacks_permission(error) is (code != "500")
+    assert lacks_volume_permission(error) is (code != "500")
