@@ -89,6 +89,16 @@ def test_a_volume_create_refused_for_the_credential_is_a_skip_saying_so(tmp_path
         assert "the credential lacks volume permissions" in result["message"], result["message"]
 
 
+def test_a_sandbox_naming_no_runtime_directory_is_skipped_saying_so(tmp_path) -> None:
+    """Upstream passes runtime_directory_is_private when there is no runtime directory; here a scenario whose
+    subject never happened skips, and says why."""
+    provider = inprocess.plugin(mutant="runtime-directory-none")
+    run = inprocess.run_suite(provider, tmp_path / "reports", scenarios=("runtime-directory-private",))
+    [result] = [s for s in run.results["scenarios"] if s["id"] == "runtime-directory-private"]
+    assert result["outcome"] == "skipped", run.output[-2000:]
+    assert result["message"].startswith("no runtime directory: "), result["message"]
+
+
 @pytest.mark.parametrize("code", ["401", "403", "500"])
 def test_a_provider_error_coded_401_or_403_is_a_lack_of_permission_and_others_are_not(code) -> None:
     error = ApplicationErrorAnswer(method="volume/create", code=-32000, message="refused", kind="provider",

@@ -54,6 +54,15 @@ class AttachCommandsLeaveWorkspace(HostPlugin):
 # -- the runtime directory -------------------------------------------------------------------------------
 
 
+@mutant("runtime-directory-none")
+class RuntimeDirectoryNone(HostPlugin):
+    """Control: names no runtime directory (runtime_directory null, as upstream's host does). Legal; the
+    runtime-directory scenario then has nothing to judge (tests/test_upstream_parity.py checks its skip)."""
+
+    def handle_info(self, sandbox: HostSandbox) -> dict[str, Any]:
+        return {**super().handle_info(sandbox), "runtime_directory": None}
+
+
 @mutant("runtime-directory-world-readable")
 class RuntimeDirectoryWorldReadable(HostPlugin):
     """Names a runtime directory of mode 0755: everyone on the machine reads what is kept there."""
