@@ -389,6 +389,8 @@ class ChannelsState:
     # a command started with "I start streaming ... and it has printed ...", and when the host stopped it
     running: RunningExec | None = None
     stopped_at: float | None = None
+    # when the host was about to send that stop (time.monotonic()): no provider can act on it sooner
+    stop_sent_at: float | None = None
     # the input fed to a running command while its input stays open, and when it was sent
     fed: bytes | None = None
     fed_at: float | None = None
