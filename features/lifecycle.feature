@@ -428,7 +428,7 @@ Feature: Sandbox lifecycle
     When I snapshot the sandbox including its memory and running processes
     Then the snapshot is taken if live-process snapshots are declared, and otherwise refused as unsupported naming snapshots.live_process_state
 
-  @id:snapshot-filesystem-mode-honest @req:SDP1-064 @req:SDP1-024 @must @cap:lifecycle.snapshot_sandbox
+  @id:snapshot-filesystem-mode-honest @req:SDP1-064 @req:SDP1-024 @req:SDP1-023 @must @cap:lifecycle.snapshot_sandbox
   Scenario: A snapshot of the filesystem alone is taken only by a provider that declares it
     Given a sandbox
     When I snapshot the sandbox's filesystem alone
