@@ -52,13 +52,36 @@ def _(world: World, request: pytest.FixtureRequest) -> None:
     expect(state == "ready", f"volume {volume_id} should become ready to mount; it is {state!r}")
 
 
+def _gone(world: World, sandbox_id: str) -> str | None:
+    """Describe a deleted sandbox until it is gone (not_found, or state deleted); None then, else its last state."""
+    deadline = time.monotonic() + SETTLE_S
+    state: Any = None
+    while time.monotonic() < deadline:
+        described = attempt(lambda: world.provider.describe(sandbox_id))
+        if isinstance(described.error, ApplicationErrorAnswer) and described.error.kind == "not_found":
+            return None
+        state = described.expect_success(f"describing deleted sandbox {sandbox_id}").state
+        if state == "deleted":
+            return None
+        time.sleep(POLL_S)
+    return state
+
+
+def _mounted_sandbox(world: World, request: pytest.FixtureRequest, what: str) -> str:
+    """A new sandbox mounting the volume. Its deletion is registered after the volume's, so it runs first: a
+    volume is deleted once no sandbox mounts it (the ledger's own cleanup would come after the volume's)."""
+    created = attempt(lambda: world.provider.create(_mounting(world))).expect_success(
+        f"creating {what} mounting volume {_volume_id(world)} at {world.lifecycle.volume_mount}")
+    cleanup(request, lambda: (world.provider.delete(created.id), _gone(world, created.id)))
+    return created.id
+
+
 @when("I write the bytes 0 1 2 255 254 10 13 0 to a file on the volume, mounted in a new sandbox")
-def _(world: World) -> None:
+def _(world: World, request: pytest.FixtureRequest) -> None:
     world.lifecycle.volume_mount = f"/mnt/{world.token('conformance-volume-mount')}"
-    first = attempt(lambda: world.provider.create(_mounting(world))).expect_success(
-        f"creating a sandbox mounting volume {_volume_id(world)} at {world.lifecycle.volume_mount}")
-    world.lifecycle.volume_sandboxes.append(first.id)
-    world.files("write a file on a mounted volume").write(first.id, _path(world), PERSISTED)
+    first = _mounted_sandbox(world, request, "a sandbox")
+    world.lifecycle.volume_sandboxes.append(first)
+    world.files("write a file on a mounted volume").write(first, _path(world), PERSISTED)
 
 
 @when("I delete that sandbox and wait until it is gone")
@@ -66,27 +89,17 @@ def _(world: World) -> None:
     expect(bool(world.lifecycle.volume_sandboxes), "no sandbox mounted the volume yet (a step is missing)")
     sandbox_id = world.lifecycle.volume_sandboxes[-1]
     attempt(lambda: world.provider.delete(sandbox_id)).expect_success(f"deleting sandbox {sandbox_id}")
-    deadline = time.monotonic() + SETTLE_S
-    state: Any = None
-    while time.monotonic() < deadline:
-        described = attempt(lambda: world.provider.describe(sandbox_id))
-        if isinstance(described.error, ApplicationErrorAnswer) and described.error.kind == "not_found":
-            return
-        state = described.expect_success(f"describing deleted sandbox {sandbox_id}").state
-        if state == "deleted":
-            return
-        time.sleep(POLL_S)
-    raise AssertionError(f"sandbox {sandbox_id} was deleted but is still described, in state {state!r}, "
-                         f"{SETTLE_S:.0f}s later")
+    state = _gone(world, sandbox_id)
+    expect(state is None, f"sandbox {sandbox_id} was deleted but is still described, in state {state!r}, "
+                          f"{SETTLE_S:.0f}s later")
 
 
 @when("I create another sandbox mounting the same volume")
-def _(world: World) -> None:
-    other = attempt(lambda: world.provider.create(_mounting(world))).expect_success(
-        f"creating another sandbox mounting volume {_volume_id(world)} at {world.lifecycle.volume_mount}")
-    expect(other.id not in world.lifecycle.volume_sandboxes,
-           f"the second create answered the deleted sandbox's id {other.id}: a new sandbox has an id of its own")
-    world.lifecycle.volume_sandboxes.append(other.id)
+def _(world: World, request: pytest.FixtureRequest) -> None:
+    other = _mounted_sandbox(world, request, "another sandbox")
+    expect(other not in world.lifecycle.volume_sandboxes,
+           f"the second create answered the deleted sandbox's id {other}: a new sandbox has an id of its own")
+    world.lifecycle.volume_sandboxes.append(other)
 
 
 @then("the other sandbox reads exactly those bytes from the file on the volume")
