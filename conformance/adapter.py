@@ -986,6 +986,9 @@ class ProviderAdapter(ABC):
     # What an exec result of this dialect can carry beyond exit code, termination and text output:
     # "bytes" (any byte value), "signal", "duration", "stage" and "outcome_kind".
     exec_reports: frozenset[str] = frozenset()
+    # What a sandbox handle of this dialect can carry beyond its id and status: "working_directory" and
+    # "runtime_directory" (a dialect without them answers None, which then says nothing about the provider).
+    handle_reports: frozenset[str] = frozenset()
 
     # Optional facets: an object when the dialect has the thing, None when it has not.
     files: Files | None = None

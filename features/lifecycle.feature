@@ -85,6 +85,22 @@ Feature: Sandbox lifecycle
     When I attach to the sandbox by its id
     Then the attached handle names the same sandbox and working directory
 
+  # Upstream's working_directory_is_effective: `pwd` is judged as the directory it names (pwd -P on both sides), so
+  # a working directory reached through a symbolic link is the same directory.
+  @id:attach-working-directory-effective @req:SDP1-081 @req:SDP1-050 @req:SDP1-039 @must
+  Scenario: A command given no working directory runs in the one the handle names, before and after attaching by id
+    Given a sandbox
+    When I run `pwd -P` in the sandbox
+    And I attach to the sandbox by its id
+    And I run `pwd -P` in the sandbox again
+    Then both runs printed the working directory the create and the attach named
+
+  @id:runtime-directory-private @req:SDP1-S06 @must
+  Scenario: A runtime directory the sandbox names is private: absolute, outside its working directory, mode 0700, the same after attaching
+    Given a sandbox
+    When I attach to the sandbox by its id
+    Then the sandbox's runtime directory is private to it, and the attach named the same one
+
   @id:attach-deleted @req:SDP1-S17 @req:SDP1-059 @must
   Scenario: Attaching to a sandbox that was deleted is refused as not_found
     Given a sandbox
@@ -412,6 +428,12 @@ Feature: Sandbox lifecycle
     When I snapshot the sandbox including its memory and running processes
     Then the snapshot is taken if live-process snapshots are declared, and otherwise refused as unsupported naming snapshots.live_process_state
 
+  @id:snapshot-filesystem-mode-honest @req:SDP1-064 @req:SDP1-024 @req:SDP1-023 @must @cap:lifecycle.snapshot_sandbox
+  Scenario: A snapshot of the filesystem alone is taken only by a provider that declares it
+    Given a sandbox
+    When I snapshot the sandbox's filesystem alone
+    Then the snapshot is taken if filesystem snapshots are declared, and otherwise refused as unsupported naming snapshots.filesystem
+
   @id:snapshot-list-by-name @req:SDP1-088 @req:SDP1-023 @req:SKETCH-013 @must @cap:snapshots @cap:snapshots.filesystem
   Scenario: Listing snapshots by name finds the snapshot of that name and no other
     Given a sandbox
@@ -497,6 +519,17 @@ Feature: Sandbox lifecycle
     And I delete the volume again
     Then both volume deletes succeed
     And the volume is reported gone
+
+  # Upstream's volume_round_trip: a volume create refused for the credential (auth, or a provider error coded 401 or
+  # 403) is a skip, "the credential lacks volume permissions", never a failure.
+  @id:volume-persists-across-sandboxes @req:SDP1-023 @must @cap:volumes @cap:volumes.create_time_attach
+  Scenario: Bytes written to a mounted volume outlive the sandbox, and a new sandbox mounting the volume reads them back
+    Given a provider
+    When I create a volume, unless the credential lacks volume permissions
+    And I write the bytes 0 1 2 255 254 10 13 0 to a file on the volume, mounted in a new sandbox
+    And I delete that sandbox and wait until it is gone
+    And I create another sandbox mounting the same volume
+    Then the other sandbox reads exactly those bytes from the file on the volume
 
   # -- access --------------------------------------------------------------------------------------
 

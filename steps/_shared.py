@@ -108,6 +108,16 @@ def invalid_spec_naming(error: Any, wanted: str) -> bool:
     return isinstance(error, ApplicationErrorAnswer) and error.kind == "invalid_spec" and names_field(error, wanted)
 
 
+def lacks_volume_permission(error: Any) -> bool:
+    """Upstream's volume_round_trip reads a volume create refused as kind auth, or as a provider error coded 401
+    or 403, as "the credential lacks volume permissions": a skip, not the provider failing."""
+    if not isinstance(error, ApplicationErrorAnswer):
+        return False
+    provider = error.detail.get("provider") if isinstance(error.detail, dict) else None
+    code = provider.get("code") if isinstance(provider, dict) else None
+    return error.kind == "auth" or (error.kind == "provider" and str(code) in ("401", "403"))
+
+
 def attempt(call: Callable[[], Any]) -> Attempt:
     try:
         return Attempt(answer=call())

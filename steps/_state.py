@@ -196,6 +196,11 @@ class LifecycleState:
     network_policy: str | None = None
     volume_name: str | None = None
     volume_id: str | None = None
+    # a volume mounted at create time: where it was mounted, and the sandboxes that mounted it, in order
+    volume_mount: str | None = None
+    volume_sandboxes: list[str] = field(default_factory=list)
+    # what `pwd -P` printed in the sandbox, run after run (before and after attaching by id)
+    directories_printed: list[bytes] = field(default_factory=list)
     # SSH access: the access handed out, and the lifetime asked for and when (time.time())
     ssh: SshAccess | None = None
     ssh_ttl_s: int | None = None
@@ -384,6 +389,8 @@ class ChannelsState:
     # a command started with "I start streaming ... and it has printed ...", and when the host stopped it
     running: RunningExec | None = None
     stopped_at: float | None = None
+    # when the host was about to send that stop (time.monotonic()): no provider can act on it sooner
+    stop_sent_at: float | None = None
     # the input fed to a running command while its input stays open, and when it was sent
     fed: bytes | None = None
     fed_at: float | None = None

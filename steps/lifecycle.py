@@ -32,6 +32,7 @@ from ._shared import (
     cleanup,
     epoch_seconds,
     expect,
+    lacks_volume_permission,
     names_field,
     run_ok,
 )
@@ -753,6 +754,31 @@ def _(world: World) -> None:
            f"{error.detail.get('capability')!r}")
 
 
+@when("I snapshot the sandbox's filesystem alone")
+def _(world: World, request: pytest.FixtureRequest) -> None:
+    name = world.token("conformance-snapshot")
+    world.last = attempt(lambda: world.invoke("snapshot", world.require_sandbox().id, include_memory=False, name=name))
+    if world.last.error is None and isinstance(world.last.answer, SnapshotRef) and world.last.answer.id:
+        _forget_snapshot(world, request, world.last.answer.id)
+
+
+@then("the snapshot is taken if filesystem snapshots are declared, and otherwise refused as unsupported naming "
+      "snapshots.filesystem")
+def _(world: World) -> None:
+    # v1 section 8.3: include_memory false is the Filesystem mode, which snapshots.filesystem_from_sandbox declares;
+    # upstream's snapshot_modes_are_honest wants exactly that capability named, not lifecycle.snapshot_sandbox.
+    what = "a snapshot with include_memory false"
+    if _sandbox_declares(world, "snapshots.filesystem"):
+        answer = world.last.expect_success(f"{what} (snapshots.filesystem_from_sandbox is declared)")
+        expect(isinstance(answer, SnapshotRef) and bool(answer.id), f"{what} answered no snapshot id: {answer!r}")
+        return
+    error = _expect_refusal(world.last, f"{what}, from a provider that does not declare filesystem snapshots",
+                            "unsupported")
+    expect(error.detail.get("capability") in world.provider.capabilities.names_of("snapshots.filesystem"),
+           f"the refusal of {what} should name capability snapshots.filesystem; it names "
+           f"{error.detail.get('capability')!r}")
+
+
 @when("I create a snapshot of the sandbox")
 def _(world: World, request: pytest.FixtureRequest) -> None:
     name = world.token("conformance-snapshot")
@@ -1448,7 +1474,10 @@ def _(world: World) -> None:
 @when("I create a volume")
 def _(world: World, request: pytest.FixtureRequest) -> None:
     name = world.token("conformance-volume")
-    volume_id = _invoke_ok(world, "create a volume", None, name=name).id
+    created = attempt(lambda: world.invoke("create a volume", None, name=name))
+    if lacks_volume_permission(created.error):
+        pytest.skip(f"the credential lacks volume permissions: creating volume {name!r} was refused: {created.error}")
+    volume_id = created.expect_success("'create a volume'").id
     world.lifecycle.volume_name, world.lifecycle.volume_id = name, volume_id
     cleanup(request, lambda: world.invoke("delete a volume", None, volume_id=volume_id))
 

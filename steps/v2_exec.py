@@ -83,10 +83,13 @@ def _(world: World) -> None:
 # -- stops -------------------------------------------------------------------------------------------------
 
 
-@when(parsers.re(r'I start streaming `(?P<command>.+)` and it has printed "(?P<text>[^"]+)"$'))
-def _(world: World, command: str, text: str) -> None:
+@when(parsers.re(r'I start streaming `(?P<command>.+)`(?: with a stop grace of (?P<grace>\d+) seconds?)? and it has '
+                 r'printed "(?P<text>[^"]+)"$'))
+def _(world: World, command: str, grace: str | None, text: str) -> None:
     streams = world.streams("streaming exec")
-    running = streams.start_exec(world.require_sandbox().id, ExecRequest(command, timeout_s=60.0))
+    stop_grace = None if grace is None else float(grace)
+    running = streams.start_exec(world.require_sandbox().id,
+                                 ExecRequest(command, timeout_s=60.0, stop_grace_s=stop_grace))
     world.channels_state.running = running
     await_printed(running, text.encode(), READY_WAIT_S, f"`{command}`")
 
@@ -98,6 +101,7 @@ def _running(world: World) -> RunningExec:
 @when(parsers.re(r"the host stops it (?P<how>gently|hard)$"))
 def _(world: World, how: str) -> None:
     running = _running(world)
+    world.channels_state.stop_sent_at = time.monotonic()
     world.streams("stop a command").stop_exec(running.exec_id, STOP_LEVELS[how])
     world.channels_state.stopped_at = time.monotonic()
 
@@ -129,6 +133,35 @@ def _(world: World, seconds: float) -> None:
     if running.done():
         raise AssertionError("a gentle stop sends one SIGTERM; a command that ignores it keeps running until a hard "
                              f"stop, but this one had already ended: {how_it_ended(running)}")
+
+
+@then(parsers.re(r"the command ended at least (?P<low>\d+) and at most (?P<high>\d+) seconds after the stop, "
+                 r"reported as cancelled or killed, unless it ended at once as cancelled with no signal$"))
+def _(world: World, low: str, high: str) -> None:
+    running = _running(world)
+    # Timed from just before the stop was sent: the provider cannot start the grace sooner, so a kill that
+    # honoured it is never seen early (the result only arrives later still).
+    sent_at = world.require(world.channels_state.stop_sent_at, "stop the host sent")
+    try:
+        waited = attempt(lambda: running.wait(max(0.0, sent_at + float(high) - time.monotonic()) + 2.0))
+    except CallTimeout:
+        raise AssertionError(f"the command, which ignores TERM, was still running {time.monotonic() - sent_at:.0f}s "
+                             f"after a gentle stop with a stop grace of {low} s: the grace never ended in a kill") from None
+    took = time.monotonic() - sent_at
+    expect(waited.error is None, f"the stopped command should end with a result; it ended with {waited.error}")
+    result = waited.answer.result
+    expect(result.termination in ("cancelled", "killed"),
+           f"a command the host stopped gently, ended by the grace's kill, is reported as killed or cancelled; it was "
+           f"reported as {result.describe()}")
+    if took < float(low):
+        # SDP2-140's note: a backend that cannot signal ends the command on the term itself, and says so by
+        # reporting the term's termination with no signal.
+        expect(result.termination == "cancelled" and result.signal is None,
+               f"the command ended {took:.1f}s after a gentle stop with a stop grace of {low} s, before the grace had "
+               f"passed, reported as {result.describe()}: a command that ignores TERM is killed only once the grace "
+               "has passed (only a backend that cannot signal ends it at once, as cancelled with no signal)")
+    expect(took <= float(high), f"the command ended {took:.1f}s after the gentle stop; with a stop grace of {low} s "
+                                f"the kill is due once the grace has passed, within {high} s")
 
 
 @when(parsers.re(r"the host stops (?P<which>a command it never started|a command that has ended) "

@@ -19,7 +19,7 @@ from conformance.scenario_tags import ScenarioTags
 V1 = "sandbox-driver-v1"
 V2 = "sandbox-driver-v2"
 
-SUITE_DERIVED = {"SDP1-S01", "SDP1-S02", "SDP1-S03", "SDP1-S04", "SDP1-S05", "SDP1-S07", "SDP1-S08",
+SUITE_DERIVED = {"SDP1-S01", "SDP1-S02", "SDP1-S03", "SDP1-S04", "SDP1-S05", "SDP1-S06", "SDP1-S07", "SDP1-S08",
                  "SDP1-S09", "SDP1-S10", "SDP1-S11", "SDP1-S12", "SDP1-S13", "SDP1-S14", "SDP1-S15", "SDP1-S16", "SDP1-S17",
                  "SDP1-S18", "SDP1-S19", "SDP1-S20", "SDP1-S21", "SDP1-S22", "SDP1-S23",
                  "SDP1-S24", "SDP1-S25"}
@@ -60,7 +60,7 @@ def test_the_v2_registry_follows_the_numbered_list_and_v1_s_derived_ones() -> No
     assert len(ids) == len(set(ids))
     numbered = {f"SDP2-{n:03d}" for n in range(1, 146)} - {"SDP2-078"}
     counterparts = {rid.replace("SDP1-", "SDP2-") for rid in SUITE_DERIVED} - {"SDP2-S15"}
-    own = {f"SDP2-S{n:02d}" for n in range(26, 51)}
+    own = {f"SDP2-S{n:02d}" for n in range(26, 52)}
     assert set(ids) == numbered | counterparts | own
 
 

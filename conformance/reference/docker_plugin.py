@@ -155,7 +155,8 @@ class DockerPlugin(HostPlugin):
         return status
 
     def handle_info(self, sandbox: HostSandbox) -> dict[str, Any]:
-        return {**super().handle_info(sandbox), "working_directory": WORKSPACE}
+        # the host backend's runtime directory is on the host, out of the container's reach: none is reported
+        return {**super().handle_info(sandbox), "working_directory": WORKSPACE, "runtime_directory": None}
 
 
 def network_policy(asked: Any) -> str | None:

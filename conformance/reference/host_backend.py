@@ -263,6 +263,15 @@ class HostBackend:
     def _trash(self, sandbox: HostSandbox) -> Path:
         return self.root / sandbox.id / "deleted-workspace"
 
+    def runtime_directory(self, sandbox: HostSandbox) -> Path:
+        """The sandbox's runtime directory: beside its workspace, never inside it (a command's files cannot reach
+        it by a relative path), mode 0700 whatever the umask (only its owner reads what is kept there).
+        Made when first asked for, so a sandbox loaded from another process's registry has one too."""
+        directory = self.root / sandbox.id / "runtime"
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+        directory.chmod(0o700)
+        return directory
+
     def undelete(self, sandbox_id: str) -> HostSandbox:
         """Restore a deleted sandbox and its files."""
         with self._lock:

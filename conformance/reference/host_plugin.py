@@ -348,7 +348,7 @@ class HostPlugin(FilesystemMethods, InteractiveMethods, StdioJsonRpcServer):
             "status": self.status(sandbox),
             "capabilities": self.capabilities,
             "working_directory": str(sandbox.workspace),
-            "runtime_directory": None,
+            "runtime_directory": str(self.backend.runtime_directory(sandbox)),
         }
 
     def m_sandbox_create(self, params: dict[str, Any]) -> Any:

@@ -88,6 +88,14 @@ Feature: Version 2 commands: argument vectors, stops and input
     When the host stops it hard
     Then the command ended within 3 seconds, reported as killed
 
+  # Upstream's exec_stop_grace_escalates_a_term. A backend that cannot signal may end the command on the term at
+  # once, reported as cancelled with no signal (SDP2-140's note); otherwise the grace is honoured, then a kill.
+  @id:v2-exec-stop-grace-term @req:SDP2-S51 @cap:exec.stop @must
+  Scenario: Given a stop grace, a command that ignores a gentle stop is killed once the grace has passed
+    When I start streaming `trap '' TERM; printf ready; while :; do sleep 0.1; done` with a stop grace of 2 seconds and it has printed "ready"
+    And the host stops it gently
+    Then the command ended at least 2 and at most 5 seconds after the stop, reported as cancelled or killed, unless it ended at once as cancelled with no signal
+
   @id:v2-exec-stop-no-such-exec @req:SDP2-110 @cap:exec.stop @must
   Scenario Outline: Stopping a command that is not running succeeds and does nothing: <case>
     When the host stops <which> <how>

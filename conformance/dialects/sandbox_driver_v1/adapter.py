@@ -63,6 +63,7 @@ class SandboxDriverV1Adapter(JsonRpcAdapter):
     isolation_of = staticmethod(isolation_of)
     capability_spellings = CAPABILITY_SPELLINGS
     exec_reports = frozenset({"bytes", "signal", "duration"})
+    handle_reports = frozenset({"working_directory", "runtime_directory"})  # HandleInfo (v1 section 8.1)
     core_capabilities = frozenset({"lifecycle.stop"})  # sandbox/stop and sandbox/start are core in v1
     snapshot_spec_fields = frozenset({"source"})  # spec.source = {snapshot: {name}}
     terminal_event_precedes_answer = True  # v1: the terminal event is written before the response
