@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from pytest_bdd import parsers, then, when
 
-from conformance.adapter import ExecRequest
+from conformance.adapter import ExecRequest, SandboxHandle
 from conformance.errors import ApplicationErrorAnswer, NotExpressible, ProtocolErrorAnswer
 
 from ._shared import World, attempt, expect, fresh_provider, preview, raw_channel
@@ -183,3 +183,23 @@ def _(world: World, capability: str) -> None:
     expect(isinstance(error, ProtocolErrorAnswer) and error.code == -32600,
            f'a request to "{call}" with none of the params it requires cannot be decoded, so it is answered with '
            f"the JSON-RPC error -32600 (invalid request); it was answered: {error}")
+
+
+# -- a capability set on every path that answers a handle -------------------------------------------------
+
+
+@then("the undeleted handle declares its own capabilities, and none its provider does not")
+def _(world: World) -> None:
+    handle = world.last.expect_success("undelete")
+    expect(isinstance(handle, SandboxHandle), f"undelete should answer a handle; it answered {handle!r}")
+    own = handle.capabilities
+    expect(own is not None and isinstance(own.raw, dict),
+           f"the handle undelete answered for {handle.id} carries no capability declaration of its own; every "
+           "handle does, and it is authoritative for that sandbox")
+    assert own is not None
+    # As for a created sandbox (handle-capabilities-within-provider): flags that say how an operation is done
+    # (native file access, separate streams) may differ for one sandbox; flags that grant one may not widen.
+    wider = [name for name in own.declared() if not world.provider.capabilities.declares(name)
+             and not name.endswith(".native") and name != "exec.streams_separated"]
+    expect(not wider, f"the undeleted sandbox {handle.id} declares {', '.join(wider)}, which its provider's "
+                      "declaration (the upper bound a sandbox's own may narrow) does not")

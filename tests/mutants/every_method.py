@@ -149,3 +149,27 @@ def _register() -> None:
 
 
 _register()
+
+
+# -- a result field on every path that carries it -----------------------------------------------------------
+
+
+@mutant("stream-signal-dropped")
+class StreamSignalDropped(HostPlugin):
+    """Reports the ending signal of a buffered command, but not of a streamed one (exec/stream)."""
+
+    def m_exec_stream(self, params: dict[str, Any]) -> Any:
+        answer = super().m_exec_stream(params)
+        answer["result"]["signal"] = None
+        return answer
+
+
+@mutant("undelete-handle-widens-capabilities")
+class UndeleteHandleWidensCapabilities(HostPlugin):
+    """The handle undelete answers declares forks, which neither the provider nor the created sandbox does."""
+
+    def m_sandbox_undelete(self, params: dict[str, Any]) -> Any:
+        handle = super().m_sandbox_undelete(params)
+        capabilities = dict(handle["capabilities"])
+        capabilities["lifecycle"] = {**capabilities["lifecycle"], "fork": True}
+        return {**handle, "capabilities": capabilities}
