@@ -15,10 +15,15 @@ from typing import Any
 import pytest
 from pytest_bdd import parsers, then, when
 
-from conformance.adapter import ExecRequest, SandboxHandle
-from conformance.errors import ApplicationErrorAnswer, NotExpressible, ProtocolErrorAnswer
+from conformance.adapter import EventRoute, ExecRequest, SandboxHandle, SandboxRequest
+from conformance.errors import (
+    ApplicationErrorAnswer,
+    CapabilityNotDeclared,
+    NotExpressible,
+    ProtocolErrorAnswer,
+)
 
-from ._shared import World, attempt, expect, fresh_provider, preview, raw_channel
+from ._shared import World, attempt, caught_up, expect, fresh_provider, preview, raw_channel
 
 # The words of an Examples row for a call no capability gates.
 CORE = "a core method"
@@ -203,3 +208,61 @@ def _(world: World) -> None:
              and not name.endswith(".native") and name != "exec.streams_separated"]
     expect(not wider, f"the undeleted sandbox {handle.id} declares {', '.join(wider)}, which its provider's "
                       "declaration (the upper bound a sandbox's own may narrow) does not")
+
+
+# -- the events of a refused operation ----------------------------------------------------------------------
+
+# How long a refused operation's events may take after its answer, at most: the wait ends as soon as the
+# provider has answered a health call sent after it (caught_up), having written every event before that.
+REFUSED_EVENTS_WAIT_S = 2.0
+
+
+def _refused(world: World, operation: str, route: EventRoute) -> Any:
+    """Ask for ``operation`` (an outline row) with ``route`` so that the provider must refuse it."""
+    provider = fresh_provider(world)
+    never_issued = world.token("conformance-never-issued")
+    if operation == "create a sandbox whose working directory is empty":
+        # §5.4: working_directory "must not be empty" (every provider's spec validation refuses it).
+        return provider.create(SandboxRequest(extra={"working_directory": ""}, events=route))
+    gated = {"undelete a sandbox id that was never issued": ("undelete", "lifecycle.undelete"),
+             "snapshot a sandbox id that was never issued": ("create a snapshot", "snapshots")}
+    expect(operation in gated, f"the suite knows no refused operation {operation!r}")
+    name, capability = gated[operation]
+    if not provider.capabilities.declares(capability):
+        raise CapabilityNotDeclared(capability)
+    return world.facet("operations", name, provider).invoke(name, never_issued, events=route)
+
+
+@when(parsers.parse("I {operation} asking for events, which the provider refuses"))
+def _(world: World, operation: str) -> None:
+    route = EventRoute(route_id=world.token("conformance-route"), correlation_id=world.token("conformance-corr"))
+    world.errors.route = route
+    world.errors.every_call = (operation, None)
+    world.last = attempt(lambda: _refused(world, operation, route))
+    if world.last.error is None:
+        pytest.skip(f"the provider did not refuse to {operation} (its own scenario judges that): no refused "
+                    "operation's events to judge")
+    caught_up(fresh_provider(world), REFUSED_EVENTS_WAIT_S)
+
+
+@then("any events the refused operation emitted are operation_started and exactly one operation_failed, sharing "
+      "one operation id")
+def _(world: World) -> None:
+    operation, _ = world.require(world.errors.every_call, "refused operation")
+    route = world.require(world.errors.route, "event route of the refused operation")
+    events = list(route.received)
+    if not events:
+        return  # refused before it was accepted: no operation, no events (§10 reports accepted operations)
+    emitted = ", ".join(f"{e.type}/{e.action}" for e in events)
+    started = [e for e in events if e.type == "operation_started"]
+    terminal = [e for e in events if e.type in ("operation_completed", "operation_failed")]
+    expect(len(started) == 1 and len(terminal) == 1,
+           f"the refused request to {operation} emitted {emitted}: an operation that reports its start reports "
+           "exactly one end (operation_started, then one operation_completed or operation_failed)")
+    expect(terminal[0].type == "operation_failed",
+           f"the request to {operation} was refused ({world.last.error}), yet its events end in "
+           f"{terminal[0].type}: a failed operation's terminal event is operation_failed")
+    operation_ids = {e.event.get("operation_id") for e in events if (e.type or "").startswith("operation_")}
+    expect(len(operation_ids) == 1 and None not in operation_ids,
+           f"the events of the refused request to {operation} carry operation ids {sorted(map(repr, operation_ids))}; "
+           "one operation's events share one")

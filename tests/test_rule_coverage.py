@@ -79,32 +79,46 @@ def _required(node: Any, base: Path) -> set[str]:
     return required
 
 
+def _properties(node: Any, base: Path) -> set[str]:
+    node, base = _resolve(node, base)
+    if not isinstance(node, dict):
+        return set()
+    found = set(node.get("properties", {}))
+    for part in node.get("allOf", []):
+        found |= _properties(part, base)
+    return found
+
+
+# Each selector sees a method's (required params, params it defines, what its result mentions).
 SELECTORS = {
-    "params-required": lambda required, mentions: bool(required),
-    "names-a-sandbox": lambda required, mentions: "sandbox_id" in required,
-    "result-termination": lambda required, mentions: "termination" in mentions,
-    "result-capture": lambda required, mentions: "CaptureStats" in mentions,
-    "result-capabilities": lambda required, mentions: bool({"Capabilities", "HandleInfo"} & mentions),
+    "params-required": lambda required, params, mentions: bool(required),
+    "names-a-sandbox": lambda required, params, mentions: "sandbox_id" in required,
+    "takes-events": lambda required, params, mentions: "events" in params,
+    "result-termination": lambda required, params, mentions: "termination" in mentions,
+    "result-capture": lambda required, params, mentions: "CaptureStats" in mentions,
+    "result-capabilities": lambda required, params, mentions: bool({"Capabilities", "HandleInfo"} & mentions),
 }
 
 
 @cache
-def _methods(dialect: str) -> dict[str, tuple[frozenset[str], frozenset[str]]]:
-    """Every method of ``dialect``'s schemas: (the fields its params require, what its result mentions)."""
+def _methods(dialect: str) -> dict[str, tuple[frozenset[str], frozenset[str], frozenset[str]]]:
+    """Every method of ``dialect``'s schemas: (the fields its params require, the fields they define, what its
+    result mentions)."""
     found = {}
     for path in sorted((bundle.schemas_dir() / dialect / "methods").glob("*.json")):
         path = path.resolve()
         schema = _schema(path)
         defs = schema.get("$defs", {})
         required = _required(defs["params"], path) if "params" in defs else set()
+        params = _properties(defs["params"], path) if "params" in defs else set()
         mentions = set(_walk(defs["result"], path)) if "result" in defs else set()
-        found[schema["title"]] = (frozenset(required), frozenset(mentions))
+        found[schema["title"]] = (frozenset(required), frozenset(params), frozenset(mentions))
     return found
 
 
 def _applies(rule: dict[str, Any], dialect: str) -> set[str]:
     select = SELECTORS[rule["methods"]]
-    return {method for method, (required, mentions) in _methods(dialect).items() if select(required, mentions)}
+    return {method for method, facts in _methods(dialect).items() if select(*facts)}
 
 
 def _runs_on(entry: Any, dialect: str) -> bool:

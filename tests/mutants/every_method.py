@@ -22,6 +22,7 @@ from typing import Any
 from conformance.dialects.sandbox_driver_v1.rules import VOCABULARY as V1_VOCABULARY
 from conformance.dialects.sandbox_driver_v2.rules import VOCABULARY as V2_VOCABULARY
 from conformance.reference.host_backend import BackendError
+from conformance.reference.host_events import EventSource, Operation
 from conformance.reference.host_plugin import HostPlugin, application_error
 from conformance.reference.host_plugin_v2 import HostPluginV2
 from tests.mutants import mutant
@@ -173,3 +174,40 @@ class UndeleteHandleWidensCapabilities(HostPlugin):
         capabilities = dict(handle["capabilities"])
         capabilities["lifecycle"] = {**capabilities["lifecycle"], "fork": True}
         return {**handle, "capabilities": capabilities}
+
+
+# -- the events of a refused operation -----------------------------------------------------------------------
+
+
+class _FailureReportedCompleted(Operation):
+    def failed(self, report: dict[str, Any]) -> None:
+        self.completed()
+
+
+class _EventsEndingCompleted(EventSource):
+    """Reports the failure of one kind of operation (action, subject type) as operation_completed."""
+
+    def __init__(self, provider_kind: str, notify: Any, target: tuple[str, str]) -> None:
+        super().__init__(provider_kind, notify)
+        self.target = target
+
+    def operation(self, route: dict[str, Any] | None, action: str, subject: dict[str, Any]) -> Operation:
+        if (action, subject.get("type")) == self.target:
+            return _FailureReportedCompleted(self, route, action, subject)
+        return super().operation(route, action, subject)
+
+
+def _refusal_reported_completed(name: str, target: tuple[str, str], says: str) -> None:
+    def __init__(self: HostPlugin, *args: Any, **kwargs: Any) -> None:
+        HostPlugin.__init__(self, *args, **kwargs)
+        self.events = _EventsEndingCompleted(self.provider_kind, self.notify, target)
+
+    mutant(name)(type(name.title().replace("-", ""), (HostPlugin,), {"__init__": __init__, "__doc__": says}))
+
+
+_refusal_reported_completed("refused-create-events-completed", ("create", "sandbox"),
+                            "A create it refuses reports operation_started, then operation_completed.")
+_refusal_reported_completed("refused-undelete-events-completed", ("undelete", "sandbox"),
+                            "An undelete it refuses reports operation_started, then operation_completed.")
+_refusal_reported_completed("refused-snapshot-create-events-completed", ("create", "snapshot"),
+                            "A snapshot create it refuses reports operation_started, then operation_completed.")
