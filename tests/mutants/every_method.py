@@ -211,3 +211,17 @@ _refusal_reported_completed("refused-undelete-events-completed", ("undelete", "s
                             "An undelete it refuses reports operation_started, then operation_completed.")
 _refusal_reported_completed("refused-snapshot-create-events-completed", ("create", "snapshot"),
                             "A snapshot create it refuses reports operation_started, then operation_completed.")
+
+
+@mutant("refused-create-reports-no-events")
+class RefusedCreateReportsNoEvents(HostPlugin):
+    """Control: validates a create's spec before it accepts the operation, as upstream's host does, so a
+    refused create reports no events at all — the other legal reading of a refused operation's events."""
+
+    def dispatch(self, method: str, params: Any) -> Any:
+        if method == "sandbox/create" and isinstance(params, dict) and isinstance(params.get("spec"), dict):
+            try:
+                self.validate_spec(params["spec"])
+            except BackendError as error:
+                raise self.backend_failure(method, error) from None
+        return super().dispatch(method, params)
