@@ -258,6 +258,12 @@ Feature: Sandbox lifecycle
     Then the undelete answers a handle for the same sandbox
     And the undeleted handle declares its own capabilities, and none its provider does not
 
+  @id:fork-handle-capabilities @req:SDP1-021 @should @cap:lifecycle.fork
+  Scenario: A fork's handle carries its own capability declaration, within its provider's
+    Given a sandbox
+    When I fork the sandbox with its memory
+    Then the fork's handle declares its own capabilities, and none its provider does not
+
   @id:fork-without-memory @req:SDP1-062 @must
   Scenario: A fork asked to leave memory behind is refused as invalid_spec
     Given a sandbox

@@ -198,21 +198,29 @@ def _(world: World, capability: str) -> None:
 # -- a capability set on every path that answers a handle -------------------------------------------------
 
 
-@then("the undeleted handle declares its own capabilities, and none its provider does not")
-def _(world: World) -> None:
-    handle = world.last.expect_success("undelete")
-    expect(isinstance(handle, SandboxHandle), f"undelete should answer a handle; it answered {handle!r}")
+def _own_capabilities_within_provider(world: World, handle: Any, operation: str) -> None:
+    expect(isinstance(handle, SandboxHandle), f"{operation} should answer a handle; it answered {handle!r}")
     own = handle.capabilities
     expect(own is not None and isinstance(own.raw, dict),
-           f"the handle undelete answered for {handle.id} carries no capability declaration of its own; every "
+           f"the handle {operation} answered for {handle.id} carries no capability declaration of its own; every "
            "handle does, and it is authoritative for that sandbox")
     assert own is not None
     # As for a created sandbox (handle-capabilities-within-provider): flags that say how an operation is done
     # (native file access, separate streams) may differ for one sandbox; flags that grant one may not widen.
     wider = [name for name in own.declared() if not world.provider.capabilities.declares(name)
              and not name.endswith(".native") and name != "exec.streams_separated"]
-    expect(not wider, f"the undeleted sandbox {handle.id} declares {', '.join(wider)}, which its provider's "
-                      "declaration (the upper bound a sandbox's own may narrow) does not")
+    expect(not wider, f"the sandbox {operation} answered, {handle.id}, declares {', '.join(wider)}, which its "
+                      "provider's declaration (the upper bound a sandbox's own may narrow) does not")
+
+
+@then("the undeleted handle declares its own capabilities, and none its provider does not")
+def _(world: World) -> None:
+    _own_capabilities_within_provider(world, world.last.expect_success("undelete"), "undelete")
+
+
+@then("the fork's handle declares its own capabilities, and none its provider does not")
+def _(world: World) -> None:
+    _own_capabilities_within_provider(world, world.require(world.lifecycle.new_sandbox, "fork's handle"), "fork")
 
 
 # -- the events of a refused operation ----------------------------------------------------------------------

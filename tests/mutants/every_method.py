@@ -26,6 +26,7 @@ from conformance.reference.host_events import EventSource, Operation
 from conformance.reference.host_plugin import HostPlugin, application_error
 from conformance.reference.host_plugin_v2 import HostPluginV2
 from tests.mutants import mutant
+from tests.mutants.v1_lifecycle import ForkCopiesWorkspace
 
 # The rows of invalid-params-every-method (errors.feature), by their first cell.
 PARAMS_ROWS = (
@@ -211,6 +212,17 @@ _refusal_reported_completed("refused-undelete-events-completed", ("undelete", "s
                             "An undelete it refuses reports operation_started, then operation_completed.")
 _refusal_reported_completed("refused-snapshot-create-events-completed", ("create", "snapshot"),
                             "A snapshot create it refuses reports operation_started, then operation_completed.")
+
+
+@mutant("fork-handle-widens-capabilities")
+class ForkHandleWidensCapabilities(ForkCopiesWorkspace):
+    """The handle a fork answers declares resizing, which the provider does not."""
+
+    def m_sandbox_fork(self, params: dict[str, Any]) -> Any:
+        handle = super().m_sandbox_fork(params)
+        capabilities = dict(handle["capabilities"])
+        capabilities["lifecycle"] = {**capabilities["lifecycle"], "resize": True}
+        return {**handle, "capabilities": capabilities}
 
 
 @mutant("refused-create-reports-no-events")
