@@ -138,3 +138,186 @@ Feature: Errors, field encodings and tolerant reading
     When I describe the sandbox
     Then each timestamp in the description is absent or in a form its protocol version defines
     And no timestamp in the description lies in the future
+
+  # -- one rule, every call that can break it ---------------------------------------------------------
+  # A rule checked on one method and not on the others that produce it is the gap a blind measurement found
+  # most often. These outlines ask each error rule of every method of the protocol, one row per method;
+  # tests/data/rule_coverage.yaml lists which row (or which other scenario) covers each method and
+  # tests/test_rule_coverage.py keeps that list complete as methods are added to the schemas.
+
+  # Only the methods a request cannot mean anything without: every field each one requires is left out. The
+  # list methods are left to invalid-params, since a missing filter has an obvious reading (no filter).
+  @id:invalid-params-every-method @req:SDP1-042 @must @dialect:sandbox-driver-v1 @dialect:sandbox-driver-v2
+  Scenario Outline: A request to "<call>" that gives none of the params it requires is answered "invalid request"
+    Given a freshly started provider that has been initialized
+    When the host asks to "<call>" with none of the params it requires
+    Then the answer is the JSON-RPC error -32600 "invalid request", or an unsupported refusal where <capability> is not declared
+    And the provider still answers requests
+
+    Examples:
+      | call                            | capability                 |
+      | create a sandbox                | a core method              |
+      | attach to a sandbox             | a core method              |
+      | describe                        | a core method              |
+      | read a sandbox's platform       | a core method              |
+      | start a sandbox                 | a core method              |
+      | stop a sandbox                  | a core method              |
+      | delete a sandbox                | a core method              |
+      | pause                           | lifecycle.pause            |
+      | resume                          | lifecycle.pause            |
+      | archive                         | lifecycle.archive          |
+      | recover                         | lifecycle.recover          |
+      | refresh activity                | lifecycle.refresh_activity |
+      | undelete                        | lifecycle.undelete         |
+      | fork                            | lifecycle.fork             |
+      | resize                          | lifecycle.resize           |
+      | snapshot                        | lifecycle.snapshot_sandbox |
+      | set timers                      | lifecycle.timers           |
+      | set labels                      | lifecycle.labels           |
+      | update network                  | lifecycle.update_network   |
+      | run a command                   | a core method              |
+      | stream a command                | a core method              |
+      | cancel a command                | exec.cancel                |
+      | open a stdio process            | exec.stdio_process         |
+      | write to a stdio process        | exec.stdio_process         |
+      | close a stdio process's input   | exec.stdio_process         |
+      | read a stdio process's output   | exec.stdio_process         |
+      | terminate a stdio process       | exec.stdio_process         |
+      | wait for a stdio process        | exec.stdio_process         |
+      | open a terminal                 | pty                        |
+      | write to a terminal             | pty                        |
+      | read a terminal                 | pty                        |
+      | resize a terminal               | pty.resize                 |
+      | close a terminal                | pty                        |
+      | follow logs                     | logs                       |
+      | cancel a stream                 | a core method              |
+      | read a file                     | a core method              |
+      | write a file                    | a core method              |
+      | ask whether a path exists       | a core method              |
+      | read a path's metadata          | a core method              |
+      | list a directory                | a core method              |
+      | create a directory              | a core method              |
+      | rename a path                   | a core method              |
+      | delete a path                   | a core method              |
+      | set permissions                 | fs.permissions             |
+      | create a snapshot               | snapshots                  |
+      | get a snapshot                  | snapshots                  |
+      | delete a snapshot               | snapshots                  |
+      | activate a snapshot             | snapshots.activation       |
+      | deactivate a snapshot           | snapshots.activation       |
+      | follow a snapshot's build logs  | snapshots.build_logs       |
+      | create a volume                 | volumes                    |
+      | get a volume                    | volumes                    |
+      | delete a volume                 | volumes                    |
+      | get a preview url               | access.preview_urls        |
+      | get a signed preview url        | access.preview_urls.signed |
+      | create ssh access               | access.ssh                 |
+      | revoke ssh access               | access.ssh.revoke          |
+      | open a web terminal             | access.web_terminal        |
+      | open a vnc connection           | access.vnc                 |
+      | get the sandbox's environment   | exec.environment           |
+      | release a preview url           | access.preview_urls        |
+      | clone a repository              | git.native                 |
+      | run a one-shot container        | one_shot                   |
+
+  @id:unknown-sandbox-every-call @req:SDP1-S17 @req:SDP1-043 @req:SDP1-045 @req:SDP1-046 @must @dialect:sandbox-driver-v1 @dialect:sandbox-driver-v2
+  Scenario Outline: "<call>" naming a sandbox id the provider never issued is refused as not_found, in a well-formed report
+    Given a provider
+    When I make the call "<call>" naming a sandbox id that was never issued
+    Then the call is refused as not_found naming the sandbox and that id, or as unsupported where its capability is not declared
+    And the answer is error -32000 with a report giving the kind, the message, whether it is retryable and the causes
+    And the report lists at most 8 causes, each at most 500 bytes plus an ellipsis
+
+    Examples: every call that names a sandbox
+      | call                          |
+      | describe a sandbox            |
+      | attach to a sandbox           |
+      | read a sandbox's platform     |
+      | start a sandbox               |
+      | stop a sandbox                |
+      | run a command                 |
+      | stream a command              |
+      | read a file                   |
+      | write a file                  |
+      | ask whether a path exists     |
+      | read a path's metadata        |
+      | list a directory              |
+      | create a directory            |
+      | rename a path                 |
+      | delete a path                 |
+      | set permissions               |
+      | open a stdio process          |
+      | open a terminal               |
+      | follow logs                   |
+      | pause                         |
+      | resume                        |
+      | archive                       |
+      | recover                       |
+      | refresh activity              |
+      | undelete                      |
+      | fork                          |
+      | resize                        |
+      | snapshot                      |
+      | set timers                    |
+      | set labels                    |
+      | update network                |
+      | get a preview url             |
+      | get a signed preview url      |
+      | create ssh access             |
+      | revoke ssh access             |
+      | open a web terminal           |
+      | open a vnc connection         |
+      | get the sandbox's environment |
+      | release a preview url         |
+      | clone a repository            |
+      | run a one-shot container      |
+
+  @id:unknown-sandbox-not-retryable @req:SDP1-S20 @req:SDP2-S20 @should @dialect:sandbox-driver-v1 @dialect:sandbox-driver-v2
+  Scenario Outline: "<call>" refused for naming a sandbox id never issued says retrying will not help
+    Given a provider
+    When I make the call "<call>" naming a sandbox id that was never issued
+    Then the failure's report says retrying will not help
+
+    Examples: every call that names a sandbox
+      | call                          |
+      | describe a sandbox            |
+      | attach to a sandbox           |
+      | read a sandbox's platform     |
+      | start a sandbox               |
+      | stop a sandbox                |
+      | run a command                 |
+      | stream a command              |
+      | read a file                   |
+      | write a file                  |
+      | ask whether a path exists     |
+      | read a path's metadata        |
+      | list a directory              |
+      | create a directory            |
+      | rename a path                 |
+      | delete a path                 |
+      | set permissions               |
+      | open a stdio process          |
+      | open a terminal               |
+      | follow logs                   |
+      | pause                         |
+      | resume                        |
+      | archive                       |
+      | recover                       |
+      | refresh activity              |
+      | undelete                      |
+      | fork                          |
+      | resize                        |
+      | snapshot                      |
+      | set timers                    |
+      | set labels                    |
+      | update network                |
+      | get a preview url             |
+      | get a signed preview url      |
+      | create ssh access             |
+      | revoke ssh access             |
+      | open a web terminal           |
+      | open a vnc connection         |
+      | get the sandbox's environment |
+      | release a preview url         |
+      | clone a repository            |
+      | run a one-shot container      |

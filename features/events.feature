@@ -32,6 +32,18 @@ Feature: Control-plane events
     Then the attach is refused, and any events it emitted are operation_started and exactly one operation_failed, sharing one operation id
     And any operation_failed it emitted arrived before the refusal
 
+  # events-failed-operation asks it of an attach; every operation that takes an events route can be refused.
+  @id:events-refused-operation @req:SDP1-114 @must
+  Scenario Outline: A refused request to <operation> reports no events, or its start and exactly one operation_failed
+    When I <operation> asking for events, which the provider refuses
+    Then any events the refused operation emitted are operation_started and exactly one operation_failed, sharing one operation id
+
+    Examples:
+      | operation                                         |
+      | create a sandbox whose working directory is empty |
+      | undelete a sandbox id that was never issued       |
+      | snapshot a sandbox id that was never issued       |
+
   @id:events-repeated-delete @req:SDP1-114 @req:SDP1-059 @must
   Scenario: Deleting an already-deleted sandbox, asking for events, reports its start and end as the first delete did
     When I create a sandbox asking for events

@@ -265,6 +265,21 @@ Feature: Sandbox lifecycle
     And the marker file is still there
     And the sandbox is described with the labels it had before it was deleted
 
+  # handle-capabilities-within-provider asks it of a create's handle; an undelete answers a handle too.
+  @id:undelete-handle-capabilities @req:SDP1-021 @should @cap:lifecycle.undelete
+  Scenario: An undeleted sandbox's handle carries its own capability declaration, within its provider's
+    Given a sandbox
+    When I delete the sandbox
+    And I undelete the sandbox
+    Then the undelete answers a handle for the same sandbox
+    And the undeleted handle declares its own capabilities, and none its provider does not
+
+  @id:fork-handle-capabilities @req:SDP1-021 @should @cap:lifecycle.fork
+  Scenario: A fork's handle carries its own capability declaration, within its provider's
+    Given a sandbox
+    When I fork the sandbox with its memory
+    Then the fork's handle declares its own capabilities, and none its provider does not
+
   @id:fork-without-memory @req:SDP1-062 @must
   Scenario: A fork asked to leave memory behind is refused as invalid_spec
     Given a sandbox

@@ -329,6 +329,8 @@ class ErrorsState:
     listings: list[tuple[str, Any]] | None = None
     # the optional operation asked for although its capability is not declared: (its name, the capability)
     undeclared: tuple[str, str] | None = None
+    # the call an every-call outline made (steps/every_call.py): its words, and the capability gating it
+    every_call: tuple[str, str | None] | None = None
 
 
 @dataclass

@@ -203,7 +203,8 @@ class HostPlugin(FilesystemMethods, InteractiveMethods, StdioJsonRpcServer):
 
     def dispatch(self, method: str, params: Any) -> Any:
         handler = getattr(self, "m_" + method.replace("/", "_"), None)
-        if method == "sandbox/fork" and isinstance(params, dict):
+        if method == "sandbox/fork" and isinstance(params, dict) and {"sandbox_id", "options"} <= set(params):
+            # only params that decode: a fork naming no sandbox or no options is an invalid request (-32600)
             self.check_fork_options(params.get("options") or {})
         capability = GATED_METHODS.get(method)
         if capability is not None and not self.declares(capability):

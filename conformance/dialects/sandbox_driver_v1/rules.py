@@ -22,6 +22,40 @@ APPLICATION_ERROR = -32000
 ERROR_KINDS = frozenset({"not_found", "unsupported", "invalid_state", "invalid_spec", "timeout", "auth",
                          "rate_limited", "exec", "provider", "transport", "io"})
 
+# Every v1 method a request can name, by the words a scenario uses for it (method, words), so a scenario
+# that asks the same of every method (errors.feature: params that cannot be decoded) reaches each one.
+_CALLS = (
+    ("sandbox/create", "create a sandbox"), ("sandbox/attach", "attach to a sandbox"),
+    ("sandbox/describe", "describe a sandbox"),
+    ("sandbox/platform_info", "read a sandbox's platform"), ("sandbox/start", "start a sandbox"),
+    ("sandbox/stop", "stop a sandbox"), ("sandbox/delete", "delete a sandbox"),
+    ("sandbox/pause", "pause"), ("sandbox/resume", "resume"), ("sandbox/archive", "archive"),
+    ("sandbox/recover", "recover"), ("sandbox/refresh_activity", "refresh activity"),
+    ("sandbox/undelete", "undelete"), ("sandbox/fork", "fork"), ("sandbox/resize", "resize"),
+    ("sandbox/snapshot", "snapshot"), ("sandbox/set_timers", "set timers"), ("sandbox/set_labels", "set labels"),
+    ("sandbox/update_network", "update network"),
+    ("exec/run", "run a command"), ("exec/stream", "stream a command"), ("exec/cancel", "cancel a command"),
+    ("exec/stdio_open", "open a stdio process"), ("exec/stdio_input", "write to a stdio process"),
+    ("exec/stdio_close_input", "close a stdio process's input"),
+    ("exec/stdio_output", "read a stdio process's output"), ("exec/stdio_terminate", "terminate a stdio process"),
+    ("exec/stdio_wait", "wait for a stdio process"),
+    ("pty/open", "open a terminal"), ("pty/input", "write to a terminal"), ("pty/output", "read a terminal"),
+    ("pty/resize", "resize a terminal"), ("pty/close", "close a terminal"),
+    ("logs/follow", "follow logs"), ("stream/cancel", "cancel a stream"),
+    ("fs/read", "read a file"), ("fs/write", "write a file"), ("fs/exists", "ask whether a path exists"),
+    ("fs/metadata", "read a path's metadata"), ("fs/list_dir", "list a directory"),
+    ("fs/create_dir", "create a directory"), ("fs/rename", "rename a path"), ("fs/delete", "delete a path"),
+    ("fs/set_permissions", "set permissions"),
+    ("snapshot/create", "create a snapshot"), ("snapshot/get", "get a snapshot"), ("snapshot/list", "list snapshots"),
+    ("snapshot/delete", "delete a snapshot"), ("snapshot/activate", "activate a snapshot"),
+    ("snapshot/deactivate", "deactivate a snapshot"), ("snapshot/build_logs", "follow a snapshot's build logs"),
+    ("volume/create", "create a volume"), ("volume/get", "get a volume"), ("volume/delete", "delete a volume"),
+    ("volume/list", "list volumes"),
+    ("access/preview_url", "get a preview url"), ("access/signed_preview_url", "get a signed preview url"),
+    ("access/ssh_create", "create ssh access"), ("access/ssh_revoke", "revoke ssh access"),
+    ("access/web_terminal", "open a web terminal"), ("access/vnc", "open a vnc connection"),
+)
+
 VOCABULARY = WireVocabulary(
     jsonrpc="2.0",
     version_field="protocol_version",
@@ -30,7 +64,7 @@ VOCABULARY = WireVocabulary(
     sandbox_field="sandbox_id",
     methods={"initialize": "initialize", "shutdown": "shutdown", "health": "provider/health",
              "describe": "sandbox/describe", "list": "sandbox/list", "exec": "exec/run", "read a file": "fs/read",
-             "create a snapshot": "snapshot/create"},
+             "create a snapshot": "snapshot/create", **{name: method for method, name in _CALLS}},
     notifications=NOTIFICATIONS,
     event_notification="host/event",
     log_notification="host/log",

@@ -32,11 +32,19 @@ NOTIFICATIONS = ("host/event", "host/log", "host/event_failed")
 # v1's stable error kinds and the five v2 adds (§7).
 ERROR_KINDS = V1_ERROR_KINDS | {"not_owned", "overloaded", "limit_exceeded", "git", "incomplete"}
 
+# v1's methods v2 removed (§2.5: no buffered exec, stdio and terminal bytes ride channels).
+V1_ONLY_METHODS = frozenset({"exec/run", "exec/cancel", "exec/stdio_input", "exec/stdio_close_input",
+                             "exec/stdio_output", "pty/input", "pty/output"})
+
 # v1's words, but for what v2 changed: its exec method, its notifications, error kinds and timestamp forms.
 VOCABULARY = dataclasses.replace(
     V1_VOCABULARY,
     protocol_version=PROTOCOL_VERSION,
-    methods={**V1_VOCABULARY.methods, "exec": "exec/stream"},
+    methods={**{name: method for name, method in V1_VOCABULARY.methods.items() if method not in V1_ONLY_METHODS},
+             "exec": "exec/stream", "run a command": "exec/stream", "cancel a command": "exec/stop",
+             "get the sandbox's environment": "sandbox/environment", "release a preview url": "access/preview_release",
+             "clone a repository": "git/clone", "run a one-shot container": "one_shot/run",
+             "read the transport diagnostics": "transport/diagnostics"},
     notifications=NOTIFICATIONS,
     error_kinds=ERROR_KINDS,
     # v2 readers decode both (Errata): v2-era writers send the string, the protocol text shows the structure.
