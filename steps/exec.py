@@ -402,6 +402,20 @@ def _(world: World, bound: int) -> None:
            f"expected at most {bound}s")
 
 
+@then(parsers.parse("the command was ended at its timeout: answered, with a result or an error, at most {bound:d} "
+                    "seconds after it"))
+def _(world: World, bound: int) -> None:
+    outcome = world.outcome
+    expect(outcome is not None, "no command has run yet")
+    assert outcome is not None
+    timeout_s = world.require(world.common.command_timeout_s, "command run with a timeout")
+    late = world.require(world.common.command_answered_after_s, "command run with a timeout") - timeout_s
+    expect(late <= bound, f"the answer ({outcome.describe()}) came {late:.1f}s after the {timeout_s:.0f}s timeout; "
+                          f"a command that outlives its timeout is stopped and answered at most {bound}s after it")
+    expect(b"finished" not in outcome.stdout,
+           f"the command ran to its end although it outlived its {timeout_s:.0f}s timeout: {outcome.describe()}")
+
+
 @then(parsers.parse("its duration is a whole number of milliseconds, at least the {seconds:d} second timeout"))
 def _(world: World, seconds: int) -> None:
     outcome = world.ran()
