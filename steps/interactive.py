@@ -309,6 +309,9 @@ def _(world: World) -> None:
            f"input waiting on the pipe of a terminated process got no answer within {OUTPUT_S:.0f} s of {ends_at}")
     if isinstance(waiting.error, ApplicationErrorAnswer):
         return  # refusing input to a process that is gone is an answer too
+    expect(not isinstance(waiting.error, TimeoutError),
+           f"input waiting on the pipe of a terminated process was never taken ({waiting.error}): after "
+           f"{ends_at} the provider neither read it nor ended the channel it rides")
     waiting.value()
 
 

@@ -8,6 +8,7 @@ the same answer made wrong in the one way the tolerance must still catch. Seams 
 
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 from typing import Any
 
@@ -153,6 +154,29 @@ class SketchTimeoutIgnored(SketchHostPlugin):
 
     def m_exec(self, params: dict[str, Any]) -> Any:
         return super().m_exec({**params, "timeout_secs": 3600})
+
+
+@mutant("sketch-timeout-answered-left-running")
+class SketchTimeoutAnsweredLeftRunning(SketchHostPlugin):
+    """Answers a command that outlives timeout_secs with an error at the timeout, but leaves it running."""
+
+    def m_exec(self, params: dict[str, Any]) -> Any:
+        answered = threading.Event()
+        outcome: dict[str, Any] = {}
+
+        def run() -> None:
+            try:
+                outcome["answer"] = SketchHostPlugin.m_exec(self, {**params, "timeout_secs": 3600})
+            except Exception as error:  # noqa: BLE001 - handed to the caller below
+                outcome["error"] = error
+            answered.set()
+
+        threading.Thread(target=run, name="sketch-left-running", daemon=True).start()
+        if not answered.wait(float(params.get("timeout_secs", 30))):
+            raise RpcFailure(PROVIDER_FAILURE, "exec deadline exceeded")
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["answer"]
 
 
 # -- v2: a stop grace, events that cannot be delivered ------------------------------------------------------
