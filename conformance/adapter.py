@@ -22,7 +22,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from conformance.errors import HarnessError, NotExpressible, ProviderCallError
+from conformance.errors import ApplicationErrorAnswer, HarnessError, NotExpressible, ProviderCallError
 from conformance.transcript import Transcript
 
 
@@ -1102,6 +1102,17 @@ class ProviderAdapter(ABC):
         to the process that owns it, for a dialect with one sandbox per process (so a plugin that ignores the
         id it is given shows it). Elsewhere every call goes the same way, and this changes nothing."""
         yield
+
+    def says_unknown_sandbox(self, error: BaseException, sandbox_id: str) -> bool:
+        """Does ``error`` say that ``sandbox_id`` names no sandbox this provider knows? In the dialect's
+        not_found where it has that kind; a dialect without one (the fabro sketch, whose known implementation
+        answers -32602 for an id it does not hold) says it with one of its missing-reference kinds, naming
+        the id."""
+        if not isinstance(error, ApplicationErrorAnswer):
+            return False
+        if "not_found" in self.missing_reference_kinds:
+            return error.kind == "not_found"
+        return error.kind in self.missing_reference_kinds and sandbox_id in error.message
 
     # -- diagnostics -----------------------------------------------------------------------------
 

@@ -23,12 +23,24 @@ class CleanupReport:
     # id -> what happened: the provider process that made it died holding it, and only a restarted one
     # answered its delete (which proves nothing when the restart never knew the sandbox)
     orphaned: dict[str, str] = field(default_factory=dict)
+    # id -> what the provider answered: its delete said the provider no longer knows the sandbox (not_found,
+    # e.g. from a plugin restarted with a per-process registry). Nothing is left to delete, so it is no leak;
+    # that a delete of an unknown id is refused at all is the delete-idempotency rule's (delete-unknown).
+    forgotten: dict[str, str] = field(default_factory=dict)
 
     def merge(self, other: CleanupReport) -> None:
         self.created.extend(other.created)
         self.deleted.extend(other.deleted)
         self.leaked.update(other.leaked)
         self.orphaned.update(other.orphaned)
+        self.forgotten.update(other.forgotten)
+
+
+@dataclass(frozen=True)
+class Forgotten:
+    """A delete the provider answered by saying it knows no such sandbox: what it answered."""
+
+    answer: str
 
 
 # Fresh providers started ahead of the scenarios that will ask for them: a start costs a process and an
@@ -143,6 +155,10 @@ class ProviderConnections:
         report = CleanupReport(created=adapter.ledger.owned(owner))
         for sandbox_id in adapter.ledger.outstanding(owner):
             problem, holder_died = self._delete(adapter, sandbox_id)
+            if isinstance(problem, Forgotten):
+                adapter.ledger.record_deleted(sandbox_id)
+                report.forgotten[sandbox_id] = problem.answer
+                continue
             if problem is not None:
                 report.leaked[sandbox_id] = problem
                 continue
@@ -155,9 +171,10 @@ class ProviderConnections:
         adapter.release(owner)
         return report
 
-    def _delete(self, adapter: ProviderAdapter, sandbox_id: str) -> tuple[str | None, bool]:
+    def _delete(self, adapter: ProviderAdapter, sandbox_id: str) -> tuple[str | Forgotten | None, bool]:
         """Delete ``sandbox_id``, through ``adapter`` while its provider lives: (None once it is deleted,
-        otherwise why it could not be; whether the provider holding it died, so a restarted one was asked)."""
+        ``Forgotten`` when the provider answered that it knows no such sandbox, otherwise why it could not be;
+        whether the provider holding it died, so a restarted one was asked)."""
         holder_died = not adapter.alive and not _exited_cleanly(adapter)
         target = adapter if adapter.alive else self._recovery_adapter()
         if target is None:
@@ -166,6 +183,8 @@ class ProviderConnections:
             target.delete(sandbox_id)
             return None, holder_died
         except ProviderCallError as exc:
+            if target.says_unknown_sandbox(exc, sandbox_id):
+                return Forgotten(str(exc)), holder_died
             return str(exc), holder_died
         except ProviderViolation as exc:
             if not isinstance(exc, CallTimeout | ProviderCrashed) and target.alive:
@@ -179,7 +198,11 @@ class ProviderConnections:
             return f"{first}; the provider could not be restarted", True
         try:
             retry.delete(sandbox_id)
-        except (ProviderCallError, ProviderViolation) as exc:
+        except ProviderCallError as exc:
+            if retry.says_unknown_sandbox(exc, sandbox_id):
+                return Forgotten(f"{first}; after a restart: {exc}"), True
+            return f"{first}; after a restart: {exc}", True
+        except ProviderViolation as exc:
             return f"{first}; after a restart: {exc}", True
         return None, True
 
@@ -209,7 +232,9 @@ class ProviderConnections:
             if status.state in ("deleted", "deleting"):
                 continue
             problem, _ = self._delete(adapter, status.id)
-            if problem is None:  # a provider that listed it knew it: deleted even if a restart finished the job
+            # a provider that listed it knew it: deleted even if a restart finished the job, or if it was gone
+            # by the time its delete came (answered not_found)
+            if problem is None or isinstance(problem, Forgotten):
                 report.deleted.append(status.id)
             else:
                 report.leaked[status.id] = problem

@@ -64,6 +64,8 @@ class RunFacts:
     leaked: set[str] = field(default_factory=set)  # sandboxes a scenario could not delete
     # sandboxes whose provider died holding them: only a restarted provider answered their delete
     orphaned: set[str] = field(default_factory=set)
+    # sandboxes whose delete the provider answered not_found: it no longer knew them (no leak; see delete-unknown)
+    forgotten: set[str] = field(default_factory=set)
     unattributed: list[str] = field(default_factory=list)  # violations seen between scenarios
 
 
@@ -105,9 +107,10 @@ def finish(config: RunConfig, facts: RunFacts, catalogue: Iterable[CatalogueEntr
         results, provider=facts.provider, run_id=config.run_id, started_at=facts.started_at,
         unattributed=facts.unattributed,
         sandboxes={"created": len(created),
-                   "deleted": len(created) - len((facts.leaked | facts.orphaned) & set(created)),
+                   "deleted": len(created) - len((facts.leaked | facts.orphaned | facts.forgotten) & set(created)),
                    "leaked": sorted(leaked), "swept": sorted(sweep.deleted),
-                   "died_holding": sorted(facts.orphaned - leaked), "ids": sorted(created)},
+                   "died_holding": sorted(facts.orphaned - leaked),
+                   "unknown_at_delete": sorted(facts.forgotten - leaked - facts.orphaned), "ids": sorted(created)},
         seed=config.seed, interrupted=interrupted, strict=config.strict, baseline=baseline_report,
         shard=config.selection.shard,
     )

@@ -4,13 +4,13 @@ Feature: Provider health and the end of a session
   session ends when the host asks the provider to shut down, or closes its input: either way the
   provider exits promptly, so a host never has to kill it.
 
-  @id:health-status @req:SDP1-093 @req:REST-009 @must
+  @id:health-status @req:SDP1-093 @must
   Scenario: The provider reports its health as ok, unreachable, unauthorized or unknown
     Given a provider
     When I ask the provider for its health
     Then the health status is one of ok, unreachable, unauthorized or unknown
 
-  @id:health-answered-even-when-unhealthy @req:SDP1-094 @req:REST-009 @must
+  @id:health-answered-even-when-unhealthy @req:SDP1-094 @must
   Scenario: Health is a successful answer, healthy or not: either ok, or a successful non-ok status
     Given a provider
     When I ask the provider for its health

@@ -402,6 +402,33 @@ def _(world: World, bound: int) -> None:
            f"expected at most {bound}s")
 
 
+@then(parsers.parse("the command was ended at its timeout: answered, with a result or an error, at most {bound:d} "
+                    "seconds after it"))
+def _(world: World, bound: int) -> None:
+    outcome = world.outcome
+    expect(outcome is not None, "no command has run yet")
+    assert outcome is not None
+    timeout_s = world.require(world.common.command_timeout_s, "command run with a timeout")
+    late = world.require(world.common.command_answered_after_s, "command run with a timeout") - timeout_s
+    expect(late <= bound, f"the answer ({outcome.describe()}) came {late:.1f}s after the {timeout_s:.0f}s timeout; "
+                          f"a command that outlives its timeout is stopped and answered at most {bound}s after it")
+    expect(b"finished" not in outcome.stdout,
+           f"the command ran to its end although it outlived its {timeout_s:.0f}s timeout: {outcome.describe()}")
+
+
+@then(parsers.parse('the command never got as far as creating "{name}", {seconds:d} seconds into it'))
+def _(world: World, name: str, seconds: int) -> None:
+    # Nothing announces that a command did not go on: wait until it would have made the file (with a margin for
+    # a loaded machine), then look for it.
+    answered_after = world.require(world.common.command_answered_after_s, "command run with a timeout")
+    time.sleep(max(0.0, seconds + 1.5 - answered_after))
+    seen = world.run(f"test -e '{name}' && printf present || printf absent")
+    expect(seen.outcome == "ran" and seen.stdout in (b"present", b"absent"),
+           f"could not look for {name!r} in the sandbox: {seen.describe()}")
+    expect(seen.stdout == b"absent", f"the command created {name!r} {seconds}s in, after its timeout: it was answered "
+                                     "but not stopped")
+
+
 @then(parsers.parse("its duration is a whole number of milliseconds, at least the {seconds:d} second timeout"))
 def _(world: World, seconds: int) -> None:
     outcome = world.ran()

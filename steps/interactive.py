@@ -298,10 +298,20 @@ def _(world: World) -> None:
 @then("the waiting input is then answered")
 def _(world: World) -> None:
     waiting = world.require(world.interactive.waiting_input, "input left waiting")
+    ends_at = "the terminate"
+    if world.provider.channels is not None and not waiting.done():
+        # v2: input is not a request but stdin frames on the process's data channel, which lives until
+        # exec/stdio_wait ends it (section 8.4: "pty/close and exec/stdio_wait end the channel"). Until then a
+        # plugin need not read input its terminated process no longer takes; the socket's backpressure holds it.
+        world.processes("wait for a stdio process").wait(_process(world))
+        ends_at = "waiting for the terminated process, which ends its channel"
     expect(waiting.wait(OUTPUT_S),
-           f"input waiting on the pipe of a terminated process got no answer within {OUTPUT_S:.0f} s of the terminate")
+           f"input waiting on the pipe of a terminated process got no answer within {OUTPUT_S:.0f} s of {ends_at}")
     if isinstance(waiting.error, ApplicationErrorAnswer):
         return  # refusing input to a process that is gone is an answer too
+    expect(not isinstance(waiting.error, TimeoutError),
+           f"input waiting on the pipe of a terminated process was never taken ({waiting.error}): after "
+           f"{ends_at} the provider neither read it nor ended the channel it rides")
     waiting.value()
 
 

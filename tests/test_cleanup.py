@@ -470,3 +470,18 @@ def test_sweep_refuses_a_rest_provider_that_cannot_list_by_label() -> None:
     assert result.exit_code == 2, result.stdout + result.stderr
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and "cannot be swept" in lines[0] and "labels" in lines[0], lines
+
+
+def test_a_sandbox_the_restarted_provider_no_longer_knows_is_no_leak(tmp_path: Path) -> None:
+    """A plugin restarted with a registry of its own answers not_found for the sandboxes of the process before
+    (upstream's v1 host): nothing is left to delete, so the scenario passes and nothing is counted as leaked;
+    the sandbox is listed as unknown at its delete, with a warning naming the delete-idempotency finding."""
+    provider = inprocess.plugin(mutant="upstream-delete-unknown-not-found", run_id=f"cleanup-{uuid.uuid4().hex[:12]}")
+    run = inprocess.run_suite(provider, tmp_path / "reports", scenarios=("exit-on-input-closed-while-streaming",))
+    assert run.exit_code == 0, run.stdout[-3000:] + run.stderr[-2000:]
+    assert run.outcomes()["exit-on-input-closed-while-streaming"] == "passed", run.outcomes()
+    accounts = run.results["sandboxes"]
+    assert accounts["leaked"] == [] and len(accounts["unknown_at_delete"]) == 1, accounts
+    assert accounts["deleted"] == accounts["created"] - 1, accounts
+    warnings = run.results["verdict"]["warnings"]
+    assert any("unknown to the provider" in w and "delete-unknown" in w for w in warnings), warnings

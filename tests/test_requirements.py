@@ -377,3 +377,41 @@ def test_gap_requirements_have_the_gap_level_and_only_gap_backed_scenarios_are_g
     assert levels["resources-memory"] == levels["exec-nonzero-is-a-result"] == "must"
     listing = json.loads(_cli("list", "--requirements", "--json").stdout)
     assert {row["id"]: row["level"] for row in listing["requirements"]}["GAP-3"] == "GAP"
+
+
+def _titled(sid: str, title: str, level: str, *reqs: str) -> SimpleNamespace:
+    return SimpleNamespace(id=sid, name=title, feature="lint.feature",
+                           tags=ScenarioTags.parse({f"id:{sid}", level, *(f"req:{r}" for r in reqs)}))
+
+
+def test_a_must_scenario_needs_a_must_rule_in_every_registry_it_cites() -> None:
+    """Judged at MUST under each dialect whose rules it cites: a registry that gives it only a SHOULD rule would
+    turn that rule's failure into a MUST failure (health-status once cited REST-009 so)."""
+    requirements = {"SDP1-001": _requirement("SDP1-001", registry=V1),
+                    "REST-009": Requirement(id="REST-009", level="SHOULD", section="health", text="health is open",
+                                            testability="BB", registry="rest")}
+    found = findings(requirements, [_titled("both", "Health", "must", "SDP1-001", "REST-009"),
+                                    _titled("should-ok", "Health", "should", "REST-009"),
+                                    _titled("v1-only", "Health", "must", "SDP1-001")])
+    assert [(f.kind, "both" in f.text, "REST-009 (SHOULD)" in f.text) for f in found] == [("level", True, True)]
+
+
+def test_a_must_scenario_cites_a_requirement() -> None:
+    found = findings({}, [_titled("bare", "Something", "must")])
+    assert [f.kind for f in found] == ["unbacked"]
+
+
+def test_a_requirement_with_a_scope_is_cited_only_by_scenarios_about_that_case() -> None:
+    """attach-deleted once cited SDP1-S17, which is about ids the plugin never issued: its title names none."""
+    scoped = Requirement(id="SDP1-S17", level="MUST", section="§8.1", text="not_found for an id never issued",
+                         testability="BB", registry=V1, scope=("never issued", "unknown"))
+    requirements = {"SDP1-S17": scoped}
+    found = findings(requirements, [_titled("attach-unknown", "Attaching to an id never issued", "must", "SDP1-S17"),
+                                    _titled("attach-deleted", "Attaching to a deleted sandbox", "must", "SDP1-S17")])
+    assert [(f.kind, f.requirement, "attach-deleted" in f.text) for f in found] == [("scope", "SDP1-S17", True)]
+
+
+def test_a_scope_must_be_words() -> None:
+    with pytest.raises(HarnessError, match="scope"):
+        registry._parse({"id": "SDP1-S99", "level": "MUST", "section": "§1", "text": "x", "testability": "BB",
+                         "scope": " , "}, "entry", V1)

@@ -50,6 +50,7 @@ def phase_report(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.
         phase.sandboxes_created = list(run.cleanup.created)
         phase.sandboxes_leaked = sorted(run.cleanup.leaked)
         phase.sandboxes_orphaned = sorted(run.cleanup.orphaned)
+        phase.sandboxes_forgotten = sorted(run.cleanup.forgotten)
     if report.when == "call" and run is not None:
         phase.findings = dict(run.findings)
     if report.passed:
@@ -88,6 +89,7 @@ def fold(report: pytest.TestReport, state: RunState) -> None:
     facts.created.extend(phase.sandboxes_created)
     facts.leaked.update(phase.sandboxes_leaked)
     facts.orphaned.update(phase.sandboxes_orphaned)
+    facts.forgotten.update(phase.sandboxes_forgotten)
 
 
 def requirement_texts(ids: tuple[str, ...]) -> dict[str, str]:

@@ -210,7 +210,8 @@ def _run_facts(document: dict[str, Any]) -> str:
     if options:
         facts.append(("run was", _e(", ".join(options))))
     facts.append(("sandboxes", f"created {_e(sandboxes.get('created', 0))}, deleted {_e(sandboxes.get('deleted', 0))}"))
-    for key, label in (("leaked", "leaked"), ("swept", "swept at the end"), ("died_holding", "provider died holding")):
+    for key, label in (("leaked", "leaked"), ("swept", "swept at the end"), ("died_holding", "provider died holding"),
+                       ("unknown_at_delete", "unknown to the provider at their delete")):
         if sandboxes.get(key):
             facts.append((f"sandboxes {label}", _e(", ".join(map(str, sandboxes[key])))))
     for violation in document.get("wire_violations_outside_scenarios") or []:

@@ -73,6 +73,7 @@ class PhaseReport(Diagnostics):
     sandboxes_created: list[str] = field(default_factory=list)
     sandboxes_leaked: list[str] = field(default_factory=list)
     sandboxes_orphaned: list[str] = field(default_factory=list)  # the provider died holding them
+    sandboxes_forgotten: list[str] = field(default_factory=list)  # their delete was answered not_found
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

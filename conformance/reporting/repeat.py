@@ -42,6 +42,7 @@ def merge(documents: list[dict[str, Any]]) -> dict[str, Any]:
         "leaked": sorted({sid for d in documents for sid in d["sandboxes"]["leaked"]}),
         "swept": sorted({sid for d in documents for sid in d["sandboxes"].get("swept", [])}),
         "died_holding": sorted({sid for d in documents for sid in d["sandboxes"].get("died_holding", [])}),
+        "unknown_at_delete": sorted({sid for d in documents for sid in d["sandboxes"].get("unknown_at_delete", [])}),
         "ids": sorted({sid for d in documents for sid in d["sandboxes"].get("ids", [])}),
     }
     merged["wire_violations_outside_scenarios"] = [

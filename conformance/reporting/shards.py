@@ -66,7 +66,7 @@ def merge(documents: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
         "created": sum(d["sandboxes"]["created"] for _, d in documents),
         "deleted": sum(d["sandboxes"]["deleted"] for _, d in documents),
         **{key: sorted({sid for _, d in documents for sid in d["sandboxes"].get(key, [])})
-           for key in ("leaked", "swept", "died_holding", "ids")},
+           for key in ("leaked", "swept", "died_holding", "unknown_at_delete", "ids")},
     }
     merged["wire_violations_outside_scenarios"] = [
         v for _, d in documents for v in d.get("wire_violations_outside_scenarios", [])]

@@ -105,10 +105,13 @@ def render_summary(document: dict[str, Any], width: int = 110, color: bool = Fal
         console.print(Text(f"{gap_id} {gap['title']}: ", style="bold"), Text(gap["summary"], style=style), soft_wrap=True)
     sandboxes = document["sandboxes"]
     died_holding = sandboxes.get("died_holding") or []
+    unknown = sandboxes.get("unknown_at_delete") or []
     console.print(f"sandboxes: {sandboxes['created']} created, {sandboxes['deleted']} deleted, "
                   f"{len(sandboxes['leaked'])} leaked"
                   + (f", {len(died_holding)} held by a provider that died (only a restarted provider answered "
-                     f"their delete: not confirmed gone): {', '.join(died_holding[:5])}" if died_holding else ""),
+                     f"their delete: not confirmed gone): {', '.join(died_holding[:5])}" if died_holding else "")
+                  + (f", {len(unknown)} unknown to the provider at their delete (answered not_found): "
+                     f"{', '.join(unknown[:5])}" if unknown else ""),
                   markup=False, soft_wrap=True)
     for violation in document.get("wire_violations_outside_scenarios") or []:
         console.print(f"wire violation outside any scenario: {violation}", markup=False)

@@ -89,6 +89,12 @@ def decide(document: dict[str, Any], strict: bool = False, interrupted: bool = F
         verdict.warnings.append(f"{len(died_holding)} sandbox(es) were held by a provider process that died; only "
                                 f"a restarted provider answered their delete, so they may remain: "
                                 f"{', '.join(died_holding[:5])}")
+    unknown = (document.get("sandboxes") or {}).get("unknown_at_delete") or []
+    if unknown:
+        verdict.warnings.append(f"{len(unknown)} sandbox(es) were unknown to the provider when the suite deleted "
+                                f"them (answered not_found): nothing was left to delete; refusing a delete of an "
+                                f"unknown id is the delete-idempotency finding (delete-unknown): "
+                                f"{', '.join(unknown[:5])}")
     if interrupted:
         verdict.reasons.append("the run was interrupted: its results are incomplete")
     verdict.passed = not verdict.reasons

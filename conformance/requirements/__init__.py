@@ -37,6 +37,9 @@ NEEDS_REASON = ("HOST", "N")
 REQUIRED_KEYS = ("id", "level", "section", "text", "testability")
 OPTIONAL_KEYS = ("excluded", "note")
 CARRIES_KEY = "carries"  # "SDP1-059" or "SDP1-105, SDP1-106": the rules of CARRIED_REGISTRY an entry restates
+# "never issued, unknown": the case a requirement's text is about, in words; the title of every scenario citing
+# it names one of them (lint), so a rule about ids never issued is not cited by a scenario about deleted ones
+SCOPE_KEY = "scope"
 CARRIED_REGISTRY = "sandbox-driver-v1"
 
 
@@ -51,6 +54,7 @@ class Requirement:
     note: str | None = None
     carries: tuple[str, ...] = ()  # ids of CARRIED_REGISTRY this requirement restates
     registry: str = ""  # the registry (file stem) defining it; a dialect's registry is named like the dialect
+    scope: tuple[str, ...] = ()  # words naming the case the text is about (SCOPE_KEY); empty: any case
 
 
 class ScenarioLike(Protocol):
@@ -141,7 +145,8 @@ def _parse(entry: Any, where: str, registry: str) -> Requirement:
         raise HarnessError(f"{where} is not a mapping")
     ident = entry.get("id")
     label = ident if isinstance(ident, str) and ident else where
-    unknown = sorted(str(key) for key in entry if key not in (*REQUIRED_KEYS, *OPTIONAL_KEYS, CARRIES_KEY))
+    unknown = sorted(str(key) for key in entry
+                     if key not in (*REQUIRED_KEYS, *OPTIONAL_KEYS, CARRIES_KEY, SCOPE_KEY))
     if unknown:
         raise HarnessError(f"{label}: unknown key(s) {', '.join(unknown)}")
     for key in REQUIRED_KEYS:
@@ -159,7 +164,18 @@ def _parse(entry: Any, where: str, registry: str) -> Requirement:
     if entry["testability"] in NEEDS_REASON and "excluded" not in entry:
         raise HarnessError(f"{label}: a {entry['testability']} requirement needs an `excluded` reason")
     return Requirement(**{key: entry.get(key) for key in REQUIRED_KEYS + OPTIONAL_KEYS},
-                       carries=_parse_carries(entry, label), registry=registry)
+                       carries=_parse_carries(entry, label), registry=registry, scope=_parse_scope(entry, label))
+
+
+def _parse_scope(entry: dict[str, Any], label: str) -> tuple[str, ...]:
+    """``scope`` is one string of words or phrases separated by commas, matched case-insensitively."""
+    if SCOPE_KEY not in entry:
+        return ()
+    value = entry[SCOPE_KEY]
+    words = tuple(part.strip().lower() for part in value.split(",")) if isinstance(value, str) else ()
+    if not words or not all(words):
+        raise HarnessError(f"{label}: scope must be a non-empty string of words separated by commas")
+    return words
 
 
 def _parse_carries(entry: dict[str, Any], label: str) -> tuple[str, ...]:
@@ -260,6 +276,7 @@ def findings(requirements: Mapping[str, Requirement], scenarios: Iterable[Scenar
         elif requirement.testability in BLACK_BOX and not requirement.excluded and not scenario_ids:
             found.append(Problem(f"{rid} ({requirement.testability}, {requirement.level}) has no scenario and no "
                                  "`excluded` reason", "uncovered", rid))
+    found += _backing(requirements, scenarios)
     for s in scenarios:
         levels = {requirements[rid].level for rid in s.tags.requirements if rid in requirements}
         if not levels or s.tags.level is None:
@@ -273,6 +290,42 @@ def findings(requirements: Mapping[str, Requirement], scenarios: Iterable[Scenar
                 f"scenario {s.id} ({s.feature}) is @gap but verifies a protocol rule too "
                 f"({', '.join(r for r in s.tags.requirements if requirements.get(r) and requirements[r].level != 'GAP')}): "
                 "it keeps that rule's level", "level"))
+    return found
+
+
+# The requirement levels that may back a scenario of each level, in every registry it cites: a @must scenario
+# is judged at MUST under each dialect whose rules it cites, so each of those must give it a MUST rule.
+BACKING_LEVELS = {"must": {"MUST"}, "should": {"MUST", "SHOULD"}}
+
+
+def _backing(requirements: Mapping[str, Requirement], scenarios: list[ScenarioLike]) -> list[Problem]:
+    """Whether each scenario's citations back it: a @must or @should scenario cites a requirement; in every
+    registry it cites, one at its level (or stronger, for @should); and each cited requirement with a
+    ``scope`` is about the scenario's case (its title names a scope word)."""
+    found: list[Problem] = []
+    for s in scenarios:
+        level = s.tags.level
+        if level in BACKING_LEVELS and not s.tags.requirements:
+            found.append(Problem(f"scenario {s.id} ({s.feature}) is @{level} but cites no requirement (@req:)",
+                                 "unbacked"))
+        by_registry: dict[str, list[Requirement]] = {}
+        for rid in s.tags.requirements:
+            if rid in requirements and requirements[rid].level != "GAP":
+                by_registry.setdefault(requirements[rid].registry, []).append(requirements[rid])
+        for name, cited in by_registry.items():
+            if level in BACKING_LEVELS and not any(r.level in BACKING_LEVELS[level] for r in cited):
+                found.append(Problem(
+                    f"scenario {s.id} ({s.feature}) is @{level}, but of {name}'s rules it cites only "
+                    f"{', '.join(f'{r.id} ({r.level})' for r in cited)}: under that dialect it would be judged "
+                    f"at {level.upper()} by a rule that is not", "level"))
+        title = str(getattr(s, "name", "") or "").lower()
+        for rid in s.tags.requirements:
+            requirement = requirements.get(rid)
+            if title and requirement is not None and requirement.scope \
+                    and not any(word in title for word in requirement.scope):
+                found.append(Problem(
+                    f"scenario {s.id} ({s.feature}) cites {rid}, whose text is about {' / '.join(requirement.scope)}, "
+                    f"but its title names none of them: {getattr(s, 'name', '')!r}", "scope", rid))
     return found
 
 

@@ -114,11 +114,12 @@ Feature: Version 2 commands: argument vectors, stops and input
     Then the result says the command timed out, at most 3 seconds after the timeout
     And stdout is exactly "started"
 
+  # stop_grace_ms is additive: "A plugin built before the field ignores it and keeps raw stops" (section 8.4),
+  # as upstream's host at the transport-hardening era does; no capability says which a plugin is.
   @id:v2-exec-timeout-grace @req:SDP2-141 @must
-  Scenario: Given a stop grace, a command at its timeout is asked to stop, then killed after the grace, reported as timed out
+  Scenario: Given a stop grace, a command at its timeout is asked to stop and killed after the grace, or killed outright by a provider that predates the grace; either way it timed out
     When I run `trap 'printf got-term' TERM; printf started; while :; do sleep 0.1; done` with a timeout of 1 second and a stop grace of 1 second
-    Then the result says the command timed out, at least 1.8 and at most 5 seconds after it started
-    And stdout is exactly "startedgot-term"
+    Then the result says the command timed out: asked to stop and killed after the grace, 1.8 to 5 seconds after it started, or killed outright at the timeout, at most 4 seconds after it started
 
   # -- input ---------------------------------------------------------------------------------------
 
