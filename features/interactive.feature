@@ -43,7 +43,7 @@ Feature: Interactive processes, terminals and logs
     Then terminating the process is answered while the read waits
     And the waiting read then reports the end of the output
 
-  @id:stdio-input-not-serialized @req:SDP1-007 @req:SDP1-077 @req:SKETCH-013 @must @cap:exec.stdio_process
+  @id:stdio-input-not-serialized @req:SDP1-007 @req:SDP1-077 @req:SDP2-S35 @req:SKETCH-013 @must @cap:exec.stdio_process
   Scenario: Input that a process is not reading holds up only that input, never another process or a terminate
     Given a sandbox
     When I open a stdio process running `sleep 30`

@@ -30,6 +30,8 @@ class Finding:
     cause: str
     reconstruction: bool
     level: str = "must"
+    # A finding seen in some runs only (a race in the provider): its passing is reported, not a failure.
+    intermittent: bool = False
 
 
 @dataclass(frozen=True)
@@ -49,7 +51,7 @@ def _entries(raw: dict[str, Any], target: str, level: str | None) -> dict[str, F
             continue
         entries[scenario] = Finding(scenario, entry["requirement"], entry.get("section", ""),
                                     entry.get("sentence", ""), entry["cause"], bool(entry.get("reconstruction")),
-                                    level or entry["level"])
+                                    level or entry["level"], bool(entry.get("intermittent")))
     return entries
 
 
@@ -97,7 +99,8 @@ class Judgement:
                  f"advisories {len(self.advisories)} | passed {self.counts.get('passed', 0)} | "
                  f"skipped {self.counts.get('skipped', 0)}")]
         lines += [f"- TRUE {f.scenario}: {f.requirement} {f.section} \"{f.sentence}\" — {f.cause}"
-                  + (" (may come from the reconstruction)" if f.reconstruction else "") for f in self.true]
+                  + (" (may come from the reconstruction)" if f.reconstruction else "")
+                  + (" (intermittent)" if f.intermittent else "") for f in self.true]
         lines += [f"- UNEXPECTED MUST failure {line}" for line in self.unexpected]
         lines += [f"- STOPPED FAILING (listed as a finding) {line}" for line in self.stopped]
         lines += [f"- advisory {line}" for line in self.advisories]
@@ -128,6 +131,8 @@ def judge(target: str, results: dict[str, Any], exit_code: int) -> Judgement:
         scenario = scenarios.get(sid)
         if scenario is None:
             judgement.stopped.append(f"{sid}: not in the run (renamed or deselected?)")
+        elif scenario["outcome"] not in FAILED and finding.intermittent:
+            judgement.advisories.append(f"{sid}: an intermittent finding, {scenario['outcome']} this time")
         elif scenario["outcome"] not in FAILED:
             judgement.stopped.append(f"{sid}: {scenario['outcome']} — {finding.cause}")
     for sid in wanted.advisories:
