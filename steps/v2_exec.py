@@ -145,8 +145,14 @@ def _(world: World, low: str, high: str) -> None:
     try:
         waited = attempt(lambda: running.wait(max(0.0, sent_at + float(high) - time.monotonic()) + 2.0))
     except CallTimeout:
-        raise AssertionError(f"the command, which ignores TERM, was still running {time.monotonic() - sent_at:.0f}s "
-                             f"after a gentle stop with a stop grace of {low} s: the grace never ended in a kill") from None
+        still = time.monotonic() - sent_at
+        if _predates_stop_grace(world):
+            pytest.skip("the provider predates stop_grace_ms: at a timeout with a stop grace it kills outright, sending "
+                        "no TERM (section 8.4: a plugin built before the field ignores it and keeps raw stops), so a "
+                        "gentle stop's grace cannot be asked of it")
+        raise AssertionError(f"the command, which ignores TERM, was still running {still:.0f}s after a gentle stop "
+                             f"with a stop grace of {low} s: the grace never ended in a kill (the provider honours "
+                             "stop_grace_ms at a timeout, so it knows the field)") from None
     took = time.monotonic() - sent_at
     expect(waited.error is None, f"the stopped command should end with a result; it ended with {waited.error}")
     result = waited.answer.result
@@ -162,6 +168,17 @@ def _(world: World, low: str, high: str) -> None:
                "has passed (only a backend that cannot signal ends it at once, as cancelled with no signal)")
     expect(took <= float(high), f"the command ended {took:.1f}s after the gentle stop; with a stop grace of {low} s "
                                 f"the kill is due once the grace has passed, within {high} s")
+
+
+# The probe of v2-exec-timeout-grace: a command that reports the TERM it gets, at a 1 s timeout with a 1 s grace.
+GRACE_PROBE = "trap 'printf got-term' TERM; printf started; while :; do sleep 0.1; done"
+
+
+def _predates_stop_grace(world: World) -> bool:
+    """Does the provider ignore stop_grace_ms altogether, as one built before the field does? At a timeout
+    with a grace it then kills outright: the command never prints that it got a TERM."""
+    outcome = world.run(GRACE_PROBE, timeout_s=1.0, stop_grace_s=1.0)
+    return outcome.termination == "timed_out" and outcome.stdout == b"started"
 
 
 @when(parsers.re(r"the host stops (?P<which>a command it never started|a command that has ended) "

@@ -104,3 +104,15 @@ def test_a_provider_error_coded_401_or_403_is_a_lack_of_permission_and_others_ar
     error = ApplicationErrorAnswer(method="volume/create", code=-32000, message="refused", kind="provider",
                                    detail={"provider": {"provider": "cloud", "code": code}})
     assert lacks_volume_permission(error) is (code != "500")
+
+
+def test_a_provider_that_predates_stop_grace_skips_the_term_grace_saying_so(tmp_path) -> None:
+    """Section 8.4: a plugin built before stop_grace_ms ignores it and keeps raw stops (upstream's v2 host of
+    the interop tier is one). Its gentle stop then never escalates, which is legal: the scenario probes the
+    timeout ladder, sees the field ignored there too, and skips saying so; a plugin that honours the field at a
+    timeout but not after a term still fails (term-grace-ignored, in the catalogue)."""
+    provider = inprocess.plugin(mutant="v2b1_stop_grace_ignored", call_timeout_s=10)
+    run = inprocess.run_suite(provider, tmp_path / "reports", scenarios=("v2-exec-stop-grace-term",))
+    [result] = [s for s in run.results["scenarios"] if s["id"] == "v2-exec-stop-grace-term"]
+    assert result["outcome"] == "skipped", run.output[-2000:]
+    assert "predates stop_grace_ms" in result["message"], result["message"]
