@@ -32,6 +32,7 @@ from conformance.errors import ProviderCallError, ProviderViolation
 
 if TYPE_CHECKING:
     from ._shared import Attempt, BlockComparison
+    from ._subject import Asked, UnderWay
 
 
 class Background:
@@ -351,6 +352,11 @@ class SessionState:
 
     # the violation a shutdown that got no answer raised
     shutdown_violation: ProviderViolation | None = None
+    # when the host asked the provider to end (shutdown, or the end of its input), and when it answered:
+    # the exit deadline runs from the request (steps/_subject.py Asked)
+    asked: Asked | None = None
+    # the operations in flight the scenario is about (streamed or long commands), checked again at the verdict
+    under_way: list[UnderWay] = field(default_factory=list)
     # a running command's host process, seen while it ran: its pid and its start time (field 22 of
     # /proc/<pid>/stat), so a later process reusing the pid is never mistaken for it
     command_process: tuple[int, str] | None = None
