@@ -95,6 +95,9 @@ class CommandsState:
 
     # the generated value handed to the command as an environment variable
     generated_value: str | None = None
+    # when the host sent the last lifecycle verb (pause, resume, archive): a later "within N seconds" of what
+    # it sets going runs from the request, not from its answer (steps/_subject.py)
+    verb_sent_at: float | None = None
     # the absolute path of the directory the scenario made in the sandbox
     directory: str | None = None
     # the absolute path of the Bash startup file the scenario wrote
@@ -260,6 +263,8 @@ class InteractiveState:
     """Stdio processes, terminals and log follows (interactive.feature)."""
 
     process_id: str | None = None
+    # when the host sent its terminate: "its output ends within N seconds" runs from the request
+    terminated_at: float | None = None
     # the stderr tail waiting for the process reported
     stderr_tail: str | None = None
     # the bytes last sent to the process
@@ -389,7 +394,10 @@ class ChannelsState:
     faulted_record: ChannelRecord | None = None
     # a command started with "I start streaming ... and it has printed ...", and when the host stopped it
     running: RunningExec | None = None
+    # when the host sent its stop (a deadline "within N seconds of the stop" runs from it), and when the stop
+    # was answered (a "still running N seconds later" runs from that, the later and stricter point)
     stopped_at: float | None = None
+    stop_answered_at: float | None = None
     # the input fed to a running command while its input stays open, and when it was sent
     fed: bytes | None = None
     fed_at: float | None = None

@@ -6,9 +6,16 @@ import pytest
 from pytest_bdd import parsers, then, when
 
 from conformance.adapter import SnapshotRef
-from conformance.errors import ApplicationErrorAnswer, CapabilityNotDeclared, NotExpressible, NotOptional
+from conformance.errors import (
+    ApplicationErrorAnswer,
+    CapabilityNotDeclared,
+    NotExpressible,
+    NotOptional,
+    ProtocolErrorAnswer,
+)
 
 from ._shared import World, attempt, expect
+from ._subject import METHOD_NOT_FOUND
 
 
 @when(parsers.parse("I ask the provider to {operation}"))
@@ -83,6 +90,9 @@ def _(world: World, capability: str) -> None:
         narrower = isinstance(named, str) and named.startswith(capability + ".") and not _declared(world, named)
         expect(not refused or narrower,
                f"{capability} is declared, but '{operation}' was refused as unsupported: {error}")
+        # A method the provider does not know at all was never served, whatever else it may answer.
+        expect(not (isinstance(error, ProtocolErrorAnswer) and error.code == METHOD_NOT_FOUND),
+               f"{capability} is declared, but the provider does not know the method of '{operation}': {error}")
         return
     expect(error is not None,
            f"{capability} is not declared, but '{operation}' succeeded with {world.last.answer!r}")

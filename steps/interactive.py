@@ -332,7 +332,9 @@ def _(world: World, text: str) -> None:
 
 @when("I terminate the process")
 def _(world: World) -> None:
-    world.processes("terminate a stdio process").terminate(_process(world))
+    processes = world.processes("terminate a stdio process")
+    world.interactive.terminated_at = time.monotonic()  # the deadline of its end runs from the request
+    processes.terminate(_process(world))
 
 
 TERMINATIONS = ("exited", "timed_out", "cancelled", "killed", "unknown")
@@ -477,7 +479,7 @@ def _(world: World, mark: str, kib: int) -> None:
 
 @then(parsers.parse("the process's output ends within {seconds:d} seconds"))
 def _(world: World, seconds: int) -> None:
-    deadline = time.monotonic() + seconds
+    deadline = world.require(world.interactive.terminated_at, "terminate the host sent") + seconds
     process_id = _process(world)
     while True:
         remaining = deadline - time.monotonic()
@@ -608,7 +610,7 @@ def _(world: World, seconds: int) -> None:
         remaining = deadline - time.monotonic()
         expect(remaining > 0, f"the terminal's shell exited, but reading the terminal did not report the end of the "
                               f"session within {seconds} s")
-        answer = attempt(lambda: world.terminals("read a terminal").read(pty_id, timeout_s=remaining))
+        answer = attempt(lambda left=remaining: world.terminals("read a terminal").read(pty_id, timeout_s=left))
         expect(answer.error is None, f"once the shell exits, reading the terminal reports the end of the session "
                                      f"(no more data), not an error: {answer.error}")
         if answer.answer is None:

@@ -190,8 +190,10 @@ def _(world: World) -> None:
 @then(parsers.parse('the streamed command finishes within {seconds:d} seconds, printing "{text}"'))
 def _(world: World, seconds: int, text: str) -> None:
     running = world.require(world.stream.running, "command started streaming")
+    # from the resume that set it going again, when one was sent: the deadline runs from the request
+    sent = world.common.verb_sent_at
     try:
-        stream = _finish(world, running, float(seconds))
+        stream = _finish(world, running, float(seconds) if sent is None else max(0.0, sent + seconds - time.monotonic()))
     except CallTimeout:
         expect(False, f"the streamed command did not finish within {seconds} s; it streamed "
                       f"{b''.join(c.data for c in running.chunks_so_far())[:200]!r} — after a resume, what was running "
