@@ -87,6 +87,12 @@ class CommonState:
     fresh_sandbox: SandboxHandle | None = None
     # the answer to a raw line (errors, handshake), judged by "the answer is the JSON-RPC error ..."
     raw_reply: RawReply | None = None
+    # the operations in flight the scenario is about (a streamed or long command, a follow), checked again at
+    # the verdict (steps/_subject.py)
+    under_way: list[UnderWay] = field(default_factory=list)
+    # when the host sent the last lifecycle verb (pause, resume, archive): a later "within N seconds" of what
+    # it sets going runs from the request, not from its answer (steps/_subject.py)
+    verb_sent_at: float | None = None
 
 
 @dataclass
@@ -95,9 +101,6 @@ class CommandsState:
 
     # the generated value handed to the command as an environment variable
     generated_value: str | None = None
-    # when the host sent the last lifecycle verb (pause, resume, archive): a later "within N seconds" of what
-    # it sets going runs from the request, not from its answer (steps/_subject.py)
-    verb_sent_at: float | None = None
     # the absolute path of the directory the scenario made in the sandbox
     directory: str | None = None
     # the absolute path of the Bash startup file the scenario wrote
@@ -360,8 +363,6 @@ class SessionState:
     # when the host asked the provider to end (shutdown, or the end of its input), and when it answered:
     # the exit deadline runs from the request (steps/_subject.py Asked)
     asked: Asked | None = None
-    # the operations in flight the scenario is about (streamed or long commands), checked again at the verdict
-    under_way: list[UnderWay] = field(default_factory=list)
     # a running command's host process, seen while it ran: its pid and its start time (field 22 of
     # /proc/<pid>/stat), so a later process reusing the pid is never mistaken for it
     command_process: tuple[int, str] | None = None

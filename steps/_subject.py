@@ -63,8 +63,8 @@ def expect_not_refused(provider: ProviderAdapter, error: Any, what: str, capabil
         return
     if capability is not None and not provider.capabilities.declares(capability):
         raise CapabilityNotDeclared(capability, f"{what}: {error}")
-    raise AssertionError(f"the provider refused {what}: {error}. The scenario is about what happens while it "
-                         "runs, so it cannot pass without it" + (f" ({capability} is declared)" if capability else ""))
+    raise AssertionError(f"the provider refused {what}: {error}. The scenario is about it, so it cannot pass "
+                         "without it" + (f" ({capability} is declared)" if capability else ""))
 
 
 @dataclass
@@ -77,6 +77,9 @@ class UnderWay:
     done: Callable[[], bool]
     ended: Callable[[], Attempt]
     capability: str | None = None
+    # an operation that may end by itself at once and still have happened (a follow of a log that has
+    # ended answers at once): only a refusal fails it
+    may_end: bool = False
 
     def outcome(self) -> Attempt | ProviderViolation:
         """How it ended (once done): its answer or error, or the violation that ended the call (the provider
@@ -95,13 +98,15 @@ class UnderWay:
 def expect_under_way(operation: UnderWay, kept: list[UnderWay]) -> None:
     """Wait until the provider has taken in every request sent so far (``caught_up``: a health call behind
     it, or ``TAKEN_IN_S`` for a provider busy with it), then require that ``operation`` still runs: refused
-    outright it fails or skips (``expect_not_refused``), ended otherwise it fails. Kept in ``kept`` for the
-    verdict step's ``expect_none_refused``."""
+    outright it fails or skips (``expect_not_refused``), ended otherwise it fails (unless it ``may_end``).
+    Kept in ``kept`` for the verdict step's ``expect_none_refused``."""
     kept.append(operation)
     caught_up(operation.provider, TAKEN_IN_S)
     if not operation.done():
         return
     operation.expect_not_refused()
+    if operation.may_end:
+        return
     outcome = operation.outcome()
     how = (str(outcome) if isinstance(outcome, ProviderViolation)
            else str(error_of(outcome) or outcome.error or _describe(outcome.answer)))

@@ -93,7 +93,7 @@ def _(world: World, seconds: int) -> None:
     # so only time says it is on the wire; then the provider must have taken it in and still be running it.
     time.sleep(0.3)
     expect_under_way(UnderWay(f"the command `sleep {seconds}`", fresh, running.done, lambda: _ended(running)),
-                     world.session.under_way)
+                     world.common.under_way)
 
 
 def _ended(call: Background) -> Attempt:
@@ -109,7 +109,7 @@ def _(world: World, seconds: int) -> None:
                                                                                         timeout_s=seconds + 30.0))
     # the request went out above: once the provider has taken it in, the command must be running
     expect_under_way(UnderWay(f"the streamed command `sleep {seconds}`", fresh, running.done,
-                              lambda: attempt(lambda: running.wait(1.0))), world.session.under_way)
+                              lambda: attempt(lambda: running.wait(1.0))), world.common.under_way)
 
 
 # What the command below prints before it becomes the sleep: its shell's pid, which `exec` keeps.
@@ -208,7 +208,7 @@ def _exit_code(world: World, seconds: int) -> int:
     """The provider's exit status, once it exited within ``seconds`` of the host's request to end (a shutdown,
     or the end of its input), counted from the request; fails otherwise. The operations the scenario is
     about must not have been refused meanwhile."""
-    expect_none_refused(world.session.under_way)
+    expect_none_refused(world.common.under_way)
     # Every step that ends a session notes when it asked; were one not to, the exit would be timed from this
     # step: later than the request, so more lenient, never a false failure.
     asked = world.session.asked or Asked.now()

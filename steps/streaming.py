@@ -19,6 +19,7 @@ from ._shared import (
     await_file,
     expect,
     fitted_request,
+    how_it_ended,
     sanitization_mode,
     unescape,
 )
@@ -306,7 +307,8 @@ def _(world: World) -> None:
 @when(parsers.re(r"I cancel it once it has created (?P<name>[A-Za-z0-9._-]+), before it has printed anything$"))
 def _(world: World, name: str) -> None:
     running = world.require(world.stream.running, "started stream")
-    await_file(world, world.require_sandbox().id, name, "the streamed command")
+    await_file(world, world.require_sandbox().id, name, "the streamed command",
+               ended=lambda: how_it_ended(running) if running.done() else None)
     if running.done():
         expect(False, f"the streamed command should still be running (it sleeps 10 s), but it already answered: "
                       f"{running.wait(1.0).result.describe()}")

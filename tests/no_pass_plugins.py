@@ -1,8 +1,8 @@
 """Two providers that must never be passed by a scenario about what they do not do (tests/test_no_pass_without_check.py).
 
 - ``RefusingPlugin``: the reference v1 plugin that answers only the methods a session cannot do without
-  (``CORE_METHODS``) and ``-32601`` to every other one, recording each refusal under the scenario that
-  was running (``RECORDER``). ``--declare everything`` claims every capability (so no ``@cap:`` gate
+  (``CORE_METHODS``) and refuses every other one — ``-32601`` (``--refuse unknown``) or ``unsupported``
+  (``--refuse unsupported``) —, recording each refusal under the scenario that was running (``RECORDER``). ``--declare everything`` claims every capability (so no ``@cap:`` gate
   skips anything and every refusal meets a scenario that expects the operation to work);
   ``--declare nothing`` claims none (so a refusal of what is not declared must skip, never pass).
 - ``SerialPlugin``: the reference v1 plugin reading and answering one request at a time: a long command
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, BinaryIO, TextIO
 
 from conformance.reference import host_plugin
-from conformance.reference.host_plugin import BASE_CAPABILITIES, HostPlugin
+from conformance.reference.host_plugin import BASE_CAPABILITIES, GATED_METHODS, HostPlugin, unsupported
 from conformance.reference.stdio_server import METHOD_NOT_FOUND, RpcFailure
 
 # What a v1 session cannot do without: the handshake, the end of the session, the handle calls and
@@ -86,9 +86,12 @@ def no_capability() -> dict[str, Any]:
 
 
 class RefusingPlugin(HostPlugin):
-    """Answers ``CORE_METHODS`` as the reference does and ``-32601`` to every other method, noting it."""
+    """Answers ``CORE_METHODS`` as the reference does and refuses every other method, noting it: as unknown
+    (``-32601``), or as ``unsupported`` naming the capability that gates it (the dotted method name where none
+    does)."""
 
     declare = "everything"
+    refuse = "unknown"
 
     def declared_capabilities(self) -> dict[str, Any]:
         return every_capability() if self.declare == "everything" else no_capability()
@@ -96,6 +99,8 @@ class RefusingPlugin(HostPlugin):
     def dispatch(self, method: str, params: Any) -> Any:
         if method not in CORE_METHODS:
             RECORDER.note(method)
+            if self.refuse == "unsupported":
+                raise unsupported(GATED_METHODS.get(method, method.replace("/", ".")))
             raise RpcFailure(METHOD_NOT_FOUND, f"unknown method {method}")
         return super().dispatch(method, params)
 
@@ -115,11 +120,14 @@ class SerialPlugin(HostPlugin):
 
 def serve_refusing(argv: list[str], stdin: BinaryIO, stdout: BinaryIO, stderr: TextIO,
                    environ: Mapping[str, str], exit_now: Any = None) -> int:
-    """``RefusingPlugin`` on the given streams; ``argv``: ``--declare everything|nothing``."""
+    """``RefusingPlugin`` on the given streams; ``argv``: ``--declare everything|nothing``,
+    ``--refuse unknown|unsupported``."""
     parser = argparse.ArgumentParser(prog="refusing-plugin")
     parser.add_argument("--declare", choices=("everything", "nothing"), default="everything")
+    parser.add_argument("--refuse", choices=("unknown", "unsupported"), default="unknown")
     args = parser.parse_args(argv)
-    plugin_class = type(f"RefusingPlugin_{args.declare}", (RefusingPlugin,), {"declare": args.declare})
+    plugin_class = type(f"RefusingPlugin_{args.declare}_{args.refuse}", (RefusingPlugin,),
+                        {"declare": args.declare, "refuse": args.refuse})
     return host_plugin.serve([], stdin, stdout, stderr, environ, plugin_class=plugin_class, exit_now=exit_now)
 
 
