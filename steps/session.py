@@ -97,8 +97,10 @@ def _(world: World, seconds: int) -> None:
 
 
 def _ended(call: Background) -> Attempt:
-    """How a call run in the background ended: its answer, or the provider's error (a crash or a wire fault
-    is neither, and is left to the verdict step that watches the provider)."""
+    """How a call run in the background ended: its answer, or the provider's error; a crash, a silence or a
+    wire fault is raised (``UnderWay`` reads it as how the call ended, never as a refusal)."""
+    if isinstance(call.error, ProviderViolation):
+        raise call.error
     return Attempt(error=call.error) if isinstance(call.error, ProviderCallError) else Attempt(answer=call.result)
 
 
