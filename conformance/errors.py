@@ -80,9 +80,10 @@ class CapabilityNotDeclared(ConformanceError):
     """The dialect can ask for this, but the provider declares the capability that gates it false:
     the scenario does not apply (skipped as ``capability X not declared``, as a ``@cap:`` gate would)."""
 
-    def __init__(self, capability: str) -> None:
+    def __init__(self, capability: str, refused: str | None = None) -> None:
         self.capability = capability
-        super().__init__(f"capability {capability} not declared")
+        # ``refused``: what the provider refused when a step asked anyway (the skip then says so)
+        super().__init__(f"capability {capability} not declared" + (f": the provider refused {refused}" if refused else ""))
 
 
 class ProviderViolation(ConformanceError, AssertionError):

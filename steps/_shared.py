@@ -352,11 +352,15 @@ def run_ok(world: World, sandbox_id: str, command: str) -> bytes:
     return outcome.stdout
 
 
-def await_file(world: World, sandbox_id: str, name: str, what: str, within_s: float = 5.0) -> None:
+def await_file(world: World, sandbox_id: str, name: str, what: str, within_s: float = 5.0,
+               ended: Callable[[], str | None] = lambda: None) -> None:
     """Wait until ``name`` exists in the sandbox's working directory: how a scenario knows that a command
-    which prints nothing (or runs where its output cannot be watched) is running."""
+    which prints nothing (or runs where its output cannot be watched) is running. ``ended`` says how the
+    command ended once it has (its refusal, say), which fails the wait at once."""
     deadline = time.monotonic() + within_s
     while True:
+        how = ended()
+        expect(how is None, f"{what} ended before it created {name!r}: {how}")
         outcome = world.provider.exec(sandbox_id, ExecRequest(command=f"test -e '{name}'"))
         if outcome.outcome == "ran" and outcome.exit_code == 0:
             return

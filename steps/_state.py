@@ -32,6 +32,7 @@ from conformance.errors import ProviderCallError, ProviderViolation
 
 if TYPE_CHECKING:
     from ._shared import Attempt, BlockComparison
+    from ._subject import Asked, UnderWay
 
 
 class Background:
@@ -86,6 +87,12 @@ class CommonState:
     fresh_sandbox: SandboxHandle | None = None
     # the answer to a raw line (errors, handshake), judged by "the answer is the JSON-RPC error ..."
     raw_reply: RawReply | None = None
+    # the operations in flight the scenario is about (a streamed or long command, a follow), checked again at
+    # the verdict (steps/_subject.py)
+    under_way: list[UnderWay] = field(default_factory=list)
+    # when the host sent the last lifecycle verb (pause, resume, archive): a later "within N seconds" of what
+    # it sets going runs from the request, not from its answer (steps/_subject.py)
+    verb_sent_at: float | None = None
 
 
 @dataclass
@@ -264,6 +271,8 @@ class InteractiveState:
     """Stdio processes, terminals and log follows (interactive.feature)."""
 
     process_id: str | None = None
+    # when the host sent its terminate: "its output ends within N seconds" runs from the request
+    terminated_at: float | None = None
     # the stderr tail waiting for the process reported
     stderr_tail: str | None = None
     # the bytes last sent to the process
@@ -358,6 +367,9 @@ class SessionState:
 
     # the violation a shutdown that got no answer raised
     shutdown_violation: ProviderViolation | None = None
+    # when the host asked the provider to end (shutdown, or the end of its input), and when it answered:
+    # the exit deadline runs from the request (steps/_subject.py Asked)
+    asked: Asked | None = None
     # a running command's host process, seen while it ran: its pid and its start time (field 22 of
     # /proc/<pid>/stat), so a later process reusing the pid is never mistaken for it
     command_process: tuple[int, str] | None = None
@@ -390,9 +402,10 @@ class ChannelsState:
     faulted_record: ChannelRecord | None = None
     # a command started with "I start streaming ... and it has printed ...", and when the host stopped it
     running: RunningExec | None = None
+    # when the host sent its stop (a deadline "within N seconds of the stop" runs from it), and when the stop
+    # was answered (a "still running N seconds later" runs from that, the later and stricter point)
     stopped_at: float | None = None
-    # when the host was about to send that stop (time.monotonic()): no provider can act on it sooner
-    stop_sent_at: float | None = None
+    stop_answered_at: float | None = None
     # the input fed to a running command while its input stays open, and when it was sent
     fed: bytes | None = None
     fed_at: float | None = None

@@ -6,9 +6,16 @@ import pytest
 from pytest_bdd import parsers, then, when
 
 from conformance.adapter import SnapshotRef
-from conformance.errors import ApplicationErrorAnswer, CapabilityNotDeclared, NotExpressible, NotOptional
+from conformance.errors import (
+    ApplicationErrorAnswer,
+    CapabilityNotDeclared,
+    NotExpressible,
+    NotOptional,
+    ProtocolErrorAnswer,
+)
 
 from ._shared import World, attempt, expect
+from ._subject import METHOD_NOT_FOUND
 
 
 @when(parsers.parse("I ask the provider to {operation}"))
@@ -77,12 +84,18 @@ def _(world: World, capability: str) -> None:
     error = world.last.error
     if _declared(world, capability):
         # A declared capability may still be narrowed by a more specific, undeclared one (a snapshot
-        # service without filesystem snapshots); refusing it in the name of the declared one is a lie.
+        # service without filesystem snapshots); refusing it in the name of the declared one is a lie, and so
+        # is naming a narrower capability the provider has no flag for (nothing it declares says so).
         refused = isinstance(error, ApplicationErrorAnswer) and error.kind == "unsupported"
         named = error.detail.get("capability") if refused else None
-        narrower = isinstance(named, str) and named.startswith(capability + ".") and not _declared(world, named)
+        flags = world.provider.capabilities
+        narrower = (isinstance(named, str) and named.startswith(capability + ".") and not _declared(world, named)
+                    and any(flags.known(name) for name in flags.names_of(named)))
         expect(not refused or narrower,
                f"{capability} is declared, but '{operation}' was refused as unsupported: {error}")
+        # A method the provider does not know at all was never served, whatever else it may answer.
+        expect(not (isinstance(error, ProtocolErrorAnswer) and error.code == METHOD_NOT_FOUND),
+               f"{capability} is declared, but the provider does not know the method of '{operation}': {error}")
         return
     expect(error is not None,
            f"{capability} is not declared, but '{operation}' succeeded with {world.last.answer!r}")

@@ -15,6 +15,7 @@ from conformance.errors import ApplicationErrorAnswer, CallTimeout
 
 from ._shared import World, attempt, caught_up, cleanup, expect, unescape
 from ._state import Background
+from ._subject import UnderWay, expect_none_refused, expect_under_way
 
 PROMPT_S = 5.0  # how long a call that must not wait behind a long poll may take
 OUTPUT_S = 10.0  # how long a process or terminal may take to show what the scenario waits for
@@ -342,7 +343,9 @@ def _(world: World, text: str) -> None:
 
 @when("I terminate the process")
 def _(world: World) -> None:
-    world.processes("terminate a stdio process").terminate(_process(world))
+    processes = world.processes("terminate a stdio process")
+    world.interactive.terminated_at = time.monotonic()  # the deadline of its end runs from the request
+    processes.terminate(_process(world))
 
 
 TERMINATIONS = ("exited", "timed_out", "cancelled", "killed", "unknown")
@@ -487,7 +490,7 @@ def _(world: World, mark: str, kib: int) -> None:
 
 @then(parsers.parse("the process's output ends within {seconds:d} seconds"))
 def _(world: World, seconds: int) -> None:
-    deadline = time.monotonic() + seconds
+    deadline = world.require(world.interactive.terminated_at, "terminate the host sent") + seconds
     process_id = _process(world)
     while True:
         remaining = deadline - time.monotonic()
@@ -618,7 +621,7 @@ def _(world: World, seconds: int) -> None:
         remaining = deadline - time.monotonic()
         expect(remaining > 0, f"the terminal's shell exited, but reading the terminal did not report the end of the "
                               f"session within {seconds} s")
-        answer = attempt(lambda: world.terminals("read a terminal").read(pty_id, timeout_s=remaining))
+        answer = attempt(lambda left=remaining: world.terminals("read a terminal").read(pty_id, timeout_s=left))
         expect(answer.error is None, f"once the shell exits, reading the terminal reports the end of the session "
                                      f"(no more data), not an error: {answer.error}")
         if answer.answer is None:
@@ -744,8 +747,15 @@ def _(world: World, source: str, to_end: str | None) -> None:
     world.interactive.log_source = source
     if to_end:
         _end_of_follow(world, OUTPUT_S)
-    else:
-        caught_up(world.provider, 0.3)  # let the follow get under way before anything else happens to it
+    else:  # under way before anything else happens to it, and not refused
+        _under_way(world, follow, f"the follow of the {source} log", source)
+
+
+def _under_way(world: World, follow: RunningFollow, what: str, source: str) -> None:
+    """A follow the scenario is about, once the provider took it in: not refused (a log that has ended may
+    answer it at once)."""
+    expect_under_way(UnderWay(what, world.provider, follow.done, lambda: attempt(lambda: follow.wait(1.0)),
+                              capability=f"logs.{source}", may_end=True), world.common.under_way)
 
 
 def _log_follow(world: World) -> RunningFollow:
@@ -764,9 +774,9 @@ def _end_of_follow(world: World, within_s: float) -> None:
 
 @when(parsers.re(r"I follow the sandbox's (?P<source>provision|entrypoint) log a second time, with another stream id$"))
 def _(world: World, source: str) -> None:
-    world.interactive.second_follow = world.streams("follow logs").start_log_follow(
+    world.interactive.second_follow = second = world.streams("follow logs").start_log_follow(
         _sandbox_id(world), source, stream_id=world.token("conformance-logs"))
-    caught_up(world.provider, 0.3)  # let the follow get under way before anything else happens to it
+    _under_way(world, second, f"the second follow of the {source} log", source)
 
 
 @when("I cancel the follow")
@@ -779,8 +789,10 @@ def _(world: World) -> None:
 @then("the second follow is still open")
 def _(world: World) -> None:
     second = world.require(world.interactive.second_follow, "second log follow")
+    expect_none_refused(world.common.under_way)
     if world.interactive.second_ended_before_cancel:
-        return  # that log ended by itself before the cancel: nothing here says what the cancel did
+        pytest.skip("the second follow ended by itself before the first was cancelled (its log ended), so "
+                    "nothing here can say whether the cancel would have left it open")
     deadline = time.monotonic() + 0.5
     while not second.done() and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -836,6 +848,7 @@ def _(world: World) -> None:
 def _(world: World) -> None:
     follow = _log_follow(world)
     source = world.interactive.log_source
+    expect_none_refused(world.common.under_way)  # a follow refused outright never met the delete
     world.last.expect_success("deleting the sandbox while its log is followed")
     try:
         world.interactive.follow_answer = attempt(lambda: follow.wait(OUTPUT_S))

@@ -554,6 +554,7 @@ def _(world: World) -> None:
 
 @when(parsers.re(r"I (?P<verb>pause|resume|archive) the sandbox$"))
 def _(world: World, verb: str) -> None:
+    world.common.verb_sent_at = time.monotonic()
     _invoke_ok(world, verb, world.require_sandbox().id)
 
 

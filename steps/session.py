@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import re
 import signal
-import threading
 import time
 from pathlib import Path
 
@@ -20,12 +19,13 @@ from ._shared import (
     World,
     attempt,
     await_printed,
-    caught_up,
     expect,
     fresh_provider,
     printed_so_far,
     raw_channel,
 )
+from ._state import Background
+from ._subject import Asked, UnderWay, expect_none_refused, expect_under_way
 
 HEALTH_STATUSES = ("ok", "unreachable", "unauthorized", "unknown")
 
@@ -57,11 +57,13 @@ def _(world: World) -> None:
 def _(world: World) -> None:
     raw_channel(world)  # the exit is observed through the raw channel
     fresh = fresh_provider(world)
+    asked = Asked.now()  # the exit deadline runs from here, not from the answer
     try:
         world.last = attempt(fresh.shutdown)
     except ProviderViolation as violation:  # no answer: it crashed or went silent
         world.last = Attempt()
         world.session.shutdown_violation = violation
+    world.session.asked = asked.answered()
 
 
 @then("the provider answered the shutdown")
@@ -84,28 +86,32 @@ def _(world: World, seconds: int) -> None:
     """Work in flight when the input ends: the exit must not wait for it (its sandbox is the fresh
     provider's, deleted by the scenario's cleanup)."""
     fresh, sandbox_id = _sandbox_on_fresh_provider(world)
-    started = threading.Event()
-
-    def run() -> None:
-        started.set()
-        try:
-            fresh.exec(sandbox_id, ExecRequest(f"sleep {seconds}", timeout_s=seconds + 30.0))
-        except (ProviderViolation, ProviderCallError):
-            pass  # the provider ends while it runs: that is the point
-
-    threading.Thread(target=run, name="running-command", daemon=True).start()
-    started.wait(5.0)
+    # The provider ends while it runs (that is the point): its error is kept, not raised, and read only to
+    # tell a refusal from a command cut short.
+    running = Background(lambda: fresh.exec(sandbox_id, ExecRequest(f"sleep {seconds}", timeout_s=seconds + 30.0)))
     # The request goes out on that thread at some point after this: a health call sent now could overtake it,
-    # so only time says it is on the wire and the command has begun.
+    # so only time says it is on the wire; then the provider must have taken it in and still be running it.
     time.sleep(0.3)
+    expect_under_way(UnderWay(f"the command `sleep {seconds}`", fresh, running.done, lambda: _ended(running)),
+                     world.common.under_way)
+
+
+def _ended(call: Background) -> Attempt:
+    """How a call run in the background ended: its answer, or the provider's error; a crash, a silence or a
+    wire fault is raised (``UnderWay`` reads it as how the call ended, never as a refusal)."""
+    if isinstance(call.error, ProviderViolation):
+        raise call.error
+    return Attempt(error=call.error) if isinstance(call.error, ProviderCallError) else Attempt(answer=call.result)
 
 
 @when(parsers.parse("a streamed command that sleeps for {seconds:d} seconds is running on that provider"))
 def _(world: World, seconds: int) -> None:
     fresh, sandbox_id = _sandbox_on_fresh_provider(world)
-    world.streams("streaming exec", fresh).start_exec(sandbox_id, ExecRequest(f"sleep {seconds}",
-                                                                              timeout_s=seconds + 30.0))
-    caught_up(fresh, 0.3)  # the request went out above; the provider has taken it in and started the command
+    running = world.streams("streaming exec", fresh).start_exec(sandbox_id, ExecRequest(f"sleep {seconds}",
+                                                                                        timeout_s=seconds + 30.0))
+    # the request went out above: once the provider has taken it in, the command must be running
+    expect_under_way(UnderWay(f"the streamed command `sleep {seconds}`", fresh, running.done,
+                              lambda: attempt(lambda: running.wait(1.0))), world.common.under_way)
 
 
 # What the command below prints before it becomes the sleep: its shell's pid, which `exec` keeps.
@@ -196,18 +202,33 @@ def _(world: World) -> None:
 
 @when("the host closes the provider's input")
 def _(world: World) -> None:
+    world.session.asked = Asked.now()
     raw_channel(world).close_input()
+
+
+def _exit_code(world: World, seconds: int) -> int:
+    """The provider's exit status, once it exited within ``seconds`` of the host's request to end (a shutdown,
+    or the end of its input), counted from the request; fails otherwise. The operations the scenario is
+    about must not have been refused meanwhile."""
+    expect_none_refused(world.common.under_way)
+    # Every step that ends a session notes when it asked; were one not to, the exit would be timed from this
+    # step: later than the request, so more lenient, never a false failure.
+    asked = world.session.asked or Asked.now()
+    asked.expect_answered_within(seconds, "the provider exits")
+    code = raw_channel(world).wait_exit(asked.left(seconds))
+    expect(code is not None, f"the provider was still running {asked.since():.1f} s after it was asked to end "
+                             f"(it exits within {seconds} s of the request)")
+    assert code is not None
+    return code
 
 
 @then(parsers.parse("the provider process exits with status 0 within {seconds:d} seconds"))
 def _(world: World, seconds: int) -> None:
-    code = raw_channel(world).wait_exit(float(seconds))
-    expect(code is not None, f"the provider was still running {seconds} seconds later")
+    code = _exit_code(world, seconds)
     expect(code == 0, f"the provider exited with status {code} after an orderly shutdown; a host reads a non-zero "
                       "status as a crash")
 
 
 @then(parsers.parse("the provider process exits within {seconds:d} seconds"))
 def _(world: World, seconds: int) -> None:
-    code = raw_channel(world).wait_exit(float(seconds))
-    expect(code is not None, f"the provider was still running {seconds} seconds later")
+    _exit_code(world, seconds)

@@ -19,6 +19,7 @@ from ._shared import (
     await_file,
     expect,
     fitted_request,
+    how_it_ended,
     sanitization_mode,
     unescape,
 )
@@ -190,8 +191,10 @@ def _(world: World) -> None:
 @then(parsers.parse('the streamed command finishes within {seconds:d} seconds, printing "{text}"'))
 def _(world: World, seconds: int, text: str) -> None:
     running = world.require(world.stream.running, "command started streaming")
+    # from the resume that set it going again, when one was sent: the deadline runs from the request
+    sent = world.common.verb_sent_at
     try:
-        stream = _finish(world, running, float(seconds))
+        stream = _finish(world, running, float(seconds) if sent is None else max(0.0, sent + seconds - time.monotonic()))
     except CallTimeout:
         expect(False, f"the streamed command did not finish within {seconds} s; it streamed "
                       f"{b''.join(c.data for c in running.chunks_so_far())[:200]!r} — after a resume, what was running "
@@ -304,7 +307,8 @@ def _(world: World) -> None:
 @when(parsers.re(r"I cancel it once it has created (?P<name>[A-Za-z0-9._-]+), before it has printed anything$"))
 def _(world: World, name: str) -> None:
     running = world.require(world.stream.running, "started stream")
-    await_file(world, world.require_sandbox().id, name, "the streamed command")
+    await_file(world, world.require_sandbox().id, name, "the streamed command",
+               ended=lambda: how_it_ended(running) if running.done() else None)
     if running.done():
         expect(False, f"the streamed command should still be running (it sleeps 10 s), but it already answered: "
                       f"{running.wait(1.0).result.describe()}")

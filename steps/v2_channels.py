@@ -13,6 +13,7 @@ from conformance.adapter import ChannelRecord, ExecRequest, HostChannelFaults, P
 from conformance.errors import ApplicationErrorAnswer
 
 from ._shared import World, expect, first_difference, fresh_provider, patterned_bytes, timed_attempt
+from ._subject import error_of, expect_not_refused
 
 MAX_FRAME_BYTES = 65536
 # What the traffic moves: a command's output on each stream, and a file written then read back.
@@ -80,6 +81,9 @@ def _move_bytes(world: World, provider: ProviderAdapter, faults: Callable[[], An
     run("that file's read", lambda: files.read(sandbox_id, path))
     world.channels_state.records = channels.records()[before:]
     world.channels_state.contents[path] = content
+    # A call refused outright moved no bytes: the channels judged would not be those of this traffic.
+    for what, outcome, _ in world.channels_state.traffic:
+        expect_not_refused(provider, error_of(outcome), what)
 
 
 @when("the host moves bytes through it both ways")
@@ -208,6 +212,8 @@ def _faulted_write(world: World, path: str, fault: str, **faults: Any) -> None:
     files = world.files("write a file")
     with channels.faults(HostChannelFaults(extra_frame_payload=state.injected, **faults)):
         state.faulted, state.faulted_after_s = timed_attempt(lambda: files.write(sandbox_id, path, state.fault_text))
+    # Refused outright, the write never met the fault: its failure would say nothing about it.
+    expect_not_refused(world.provider, state.faulted.error, f"the write to {path!r}")
     state.faulted_record = channels.records()[-1]
 
 

@@ -101,9 +101,10 @@ def _running(world: World) -> RunningExec:
 @when(parsers.re(r"the host stops it (?P<how>gently|hard)$"))
 def _(world: World, how: str) -> None:
     running = _running(world)
-    world.channels_state.stop_sent_at = time.monotonic()
-    world.streams("stop a command").stop_exec(running.exec_id, STOP_LEVELS[how])
-    world.channels_state.stopped_at = time.monotonic()
+    streams = world.streams("stop a command")
+    world.channels_state.stopped_at = time.monotonic()  # deadlines run from the request (steps/_subject.py)
+    streams.stop_exec(running.exec_id, STOP_LEVELS[how])
+    world.channels_state.stop_answered_at = time.monotonic()
 
 
 @then(parsers.parse("the command ended within {seconds:d} seconds, reported as {termination}"))
@@ -128,7 +129,7 @@ def _(world: World, seconds: int, termination: str) -> None:
 @then(parsers.parse("the command is still running {seconds:g} seconds later"))
 def _(world: World, seconds: float) -> None:
     running = _running(world)
-    stopped_at = world.require(world.channels_state.stopped_at, "stop the host sent")
+    stopped_at = world.require(world.channels_state.stop_answered_at, "stop the host sent")
     time.sleep(max(0.0, stopped_at + seconds - time.monotonic()))
     if running.done():
         raise AssertionError("a gentle stop sends one SIGTERM; a command that ignores it keeps running until a hard "
@@ -141,7 +142,7 @@ def _(world: World, low: str, high: str) -> None:
     running = _running(world)
     # Timed from just before the stop was sent: the provider cannot start the grace sooner, so a kill that
     # honoured it is never seen early (the result only arrives later still).
-    sent_at = world.require(world.channels_state.stop_sent_at, "stop the host sent")
+    sent_at = world.require(world.channels_state.stopped_at, "stop the host sent")
     try:
         waited = attempt(lambda: running.wait(max(0.0, sent_at + float(high) - time.monotonic()) + 2.0))
     except CallTimeout:

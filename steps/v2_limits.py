@@ -19,6 +19,7 @@ from ._shared import (
     request_line,
     stream_refusal,
 )
+from ._subject import Asked
 
 MIB = 1024 * 1024
 CONTROL_LINE_LIMIT = MIB  # newline included
@@ -51,6 +52,7 @@ def _(world: World, size: str) -> None:
     total = CONTROL_LINE_LIMIT + (1 if size.startswith("1 MiB and") else 0)
     line = _line_of(world, total)
     assert len(line) + 1 == total
+    world.session.asked = Asked.now()  # a line past the limit ends the session: its exit is timed from here
     world.wire_probe.exchange = exchange(raw_channel(world), line, answered(RAW_ID_BASE))
 
 

@@ -284,5 +284,6 @@ def _stop_once_open(world: World, command: str, sandbox_id: str, ack_delay_s: fl
             raise AssertionError(f"`{command}` ended before its channel opened: {how_it_ended(running)}")
         expect(time.monotonic() < deadline, f"the channel of `{command}` did not open within {OPEN_WAIT_S:.0f}s")
         time.sleep(0.002)
+    world.channels_state.stopped_at = time.monotonic()  # deadlines run from the request (steps/_subject.py)
     streams.stop_exec(running.exec_id, "kill")
-    world.channels_state.stopped_at = time.monotonic()
+    world.channels_state.stop_answered_at = time.monotonic()

@@ -17,6 +17,7 @@ from pytest_bdd import given, parsers, then, when
 from conformance.adapter import ExecRequest, PreviewUrl, RunningExec, SandboxEnvironment, SnapshotRef
 
 from ._shared import Attempt, World, attempt, cleanup, expect, printed_so_far, run_ok
+from ._subject import expect_not_refused
 
 SERVER_WAIT_S = 10.0
 # A forward may accept before the port inside listens and close with no data: a host retries the request.
@@ -274,6 +275,8 @@ def _(world: World, target: str, which: str) -> None:
 
 @then(parsers.re(r'the clone failed, and "(?P<target>[^"]+)" holds no checkout of the branch head$'))
 def _(world: World, target: str) -> None:
+    # Refused outright, the clone never looked for the pin: its failure says nothing about the pin.
+    expect_not_refused(world.provider, world.last.error, "the clone", "git.native")
     expect(world.last.error is not None, f"a clone pinned to a commit the repository does not have must fail; it "
                                          f"succeeded with {world.last.answer!r}")
     expect(_head(world, target) != world.channels_state.commits[1],

@@ -21,6 +21,7 @@ from ._shared import (
     ANSWER_DEADLINE_S,
     NEVER_ISSUED_ID,
     RAW_ID_BASE,
+    Attempt,
     World,
     answered,
     answers_counted,
@@ -36,6 +37,7 @@ from ._shared import (
     raw_channel,
     request_line,
 )
+from ._subject import error_of, expect_not_refused
 
 SNAKE_CASE = re.compile(r"[a-z][a-z0-9_]*")
 # Fields whose values are maps keyed by whatever the user chose, so their keys follow no naming rule.
@@ -67,8 +69,11 @@ def _(world: World) -> None:
     route = EventRoute(route_id=world.token("conformance-route"))
     sandbox = fresh.create(SandboxRequest(labels={"conformance.wire": "session"}, events=route))
     # Output with line breaks and quotes, which a message must carry escaped.
-    fresh.exec(sandbox.id, ExecRequest(command=BUFFERED_COMMAND))
-    world.streams("streaming exec", fresh).exec(sandbox.id, ExecRequest(command=STREAMED_COMMAND))
+    buffered = fresh.exec(sandbox.id, ExecRequest(command=BUFFERED_COMMAND))
+    streamed = world.streams("streaming exec", fresh).exec(sandbox.id, ExecRequest(command=STREAMED_COMMAND))
+    # Refused, they wrote none of the output the session is there to show: it would not be representative.
+    expect_not_refused(fresh, error_of(Attempt(answer=buffered)), "the buffered command of the session")
+    expect_not_refused(fresh, error_of(Attempt(answer=streamed)), "the streamed command of the session")
     fresh.describe(sandbox.id)
     fresh.delete(sandbox.id, events=route)
     try:
