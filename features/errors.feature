@@ -276,7 +276,8 @@ Feature: Errors, field encodings and tolerant reading
   Scenario Outline: "<call>" refused for naming a sandbox id never issued says retrying will not help
     Given a provider
     When I make the call "<call>" naming a sandbox id that was never issued
-    Then the failure's report says retrying will not help
+    Then the call was refused for that id, not as a call the provider does not make
+    And the failure's report says retrying will not help
 
     Examples: every call that names a sandbox
       | call                          |

@@ -23,6 +23,7 @@ from conformance.errors import (
 )
 
 from ._shared import World, attempt, caught_up, expect, fresh_provider, preview, raw_channel
+from ._subject import expect_not_refused
 
 # The words of an Examples row for a call no capability gates.
 CORE = "a core method"
@@ -159,6 +160,16 @@ def _(world: World) -> None:
            f"detail; it reads {preview(detail)}")
 
 
+@then("the call was refused for that id, not as a call the provider does not make")
+def _(world: World) -> None:
+    """What a scenario about the refusal of a never-issued id judges must be that refusal: a call refused as
+    one the provider does not make at all (-32601, unsupported) never looked the id up."""
+    call, capability = world.require(world.errors.every_call, "call naming a sandbox id never issued")
+    error = world.last.expect_application_error(f'"{call}" naming a sandbox id that was never issued') \
+        if not isinstance(world.last.error, ProtocolErrorAnswer) else world.last.error
+    expect_not_refused(world.provider, error, f'"{call}" naming a sandbox id that was never issued', capability)
+
+
 # -- params that cannot be decoded ----------------------------------------------------------------------
 
 
@@ -230,6 +241,11 @@ def _(world: World) -> None:
 REFUSED_EVENTS_WAIT_S = 2.0
 
 
+# The gated rows: the neutral operation each asks for, and the capability that gates it.
+REFUSABLE = {"undelete a sandbox id that was never issued": ("undelete", "lifecycle.undelete"),
+             "snapshot a sandbox id that was never issued": ("create a snapshot", "snapshots")}
+
+
 def _refused(world: World, operation: str, route: EventRoute) -> Any:
     """Ask for ``operation`` (an outline row) with ``route`` so that the provider must refuse it."""
     provider = fresh_provider(world)
@@ -237,10 +253,8 @@ def _refused(world: World, operation: str, route: EventRoute) -> Any:
     if operation == "create a sandbox whose working directory is empty":
         # §5.4: working_directory "must not be empty" (every provider's spec validation refuses it).
         return provider.create(SandboxRequest(extra={"working_directory": ""}, events=route))
-    gated = {"undelete a sandbox id that was never issued": ("undelete", "lifecycle.undelete"),
-             "snapshot a sandbox id that was never issued": ("create a snapshot", "snapshots")}
-    expect(operation in gated, f"the suite knows no refused operation {operation!r}")
-    name, capability = gated[operation]
+    expect(operation in REFUSABLE, f"the suite knows no refused operation {operation!r}")
+    name, capability = REFUSABLE[operation]
     if not provider.capabilities.declares(capability):
         raise CapabilityNotDeclared(capability)
     return world.facet("operations", name, provider).invoke(name, never_issued, events=route)
@@ -255,6 +269,10 @@ def _(world: World, operation: str) -> None:
     if world.last.error is None:
         pytest.skip(f"the provider did not refuse to {operation} (its own scenario judges that): no refused "
                     "operation's events to judge")
+    # Refused as an operation it does not do at all (-32601, unsupported), the request never reached the
+    # rule the scenario is about (an accepted-or-refused operation's events): no pass without that check.
+    expect_not_refused(fresh_provider(world), world.last.error, f"to {operation}",
+                       REFUSABLE.get(operation, (None, None))[1])
     caught_up(fresh_provider(world), REFUSED_EVENTS_WAIT_S)
 
 
