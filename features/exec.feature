@@ -186,6 +186,12 @@ Feature: Running commands
     When I run `od -An -v -tx1 | tr -d ' \n'` with every byte value from 0 to 255 as its stdin
     Then stdout is every byte value from 0 to 255, in order, as hex
 
+  # Stdin and variables travel in one spec: giving the one must not drop the other.
+  @id:exec-stdin-with-env @req:SDP1-S02 @req:SDP1-075 @cap:exec.stdin @must
+  Scenario: A command given stdin sees the variables given with it too
+    When I run `printf '%s:%s' "$(cat)" "$CONFORMANCE_WITH_STDIN"` with the variable CONFORMANCE_WITH_STDIN set to "variable" and "input" as its stdin
+    Then stdout is exactly "input:variable"
+
   @id:exec-stdin-empty @req:SDP1-075 @cap:exec.stdin @req:SKETCH-013 @must
   Scenario: An empty stdin is an immediate end of file
     When I run `cat; printf 'saw end of file'` with an empty stdin and a timeout of 5 seconds
