@@ -94,6 +94,15 @@ Feature: Control-plane events
     And I delete the sandbox asking for events
     Then each operation id belongs to exactly one operation: one operation_started and one terminal event
 
+  # Early v1 reports a handle's later operations on the route of that handle's create; a route is never shared
+  # by two handles because one was opened after the other.
+  @id:events-route-per-handle @req:SDP1-118 @req:SDP1-111 @must
+  Scenario: A sandbox's later operations are never reported on the route of another sandbox's create
+    When I create a sandbox asking for events
+    And I create a second sandbox asking for events
+    And I stop that sandbox and start it again
+    Then no event on the second create's route is about the first sandbox
+
   @id:events-ordered @req:SDP1-117 @must
   Scenario: Events are delivered in order
     When I create a sandbox asking for events

@@ -128,6 +128,14 @@ Feature: Running commands
       | strip_ansi   | red BEL SOH LF                  |
       | strip_all    | red LF                          |
 
+  # Sanitization keeps its state per stream (section 5.5): an escape sequence still open on stdout when stderr
+  # is written takes nothing from stderr, and is still removed whole once it ends.
+  @id:exec-sanitization-per-stream @req:SDP1-069 @req:SDP1-070 @must
+  Scenario: A sequence left open on stdout while stderr is written takes nothing from stderr
+    When I run `printf 'a\033'; sleep 0.5; printf 'err' >&2; sleep 0.5; printf '[31mb\033[0m\n'` with output sanitization strip_ansi
+    Then stdout is exactly "ab\n"
+    And stderr is exactly "err"
+
   # Every family of escape sequence (CSI with its parameter and intermediate bytes, OSC, DCS/SOS/PM/APC strings,
   # ESC with intermediates such as a character set designation, two-byte escapes such as ESC =), each form of its
   # ending, the controls strip_all keeps (TAB, LF, CR), and UTF-8 text: the lead byte 0xC2 of the degree, plus-minus,
@@ -185,6 +193,12 @@ Feature: Running commands
   Scenario: The bytes given as stdin reach the command, followed by end of file
     When I run `od -An -v -tx1 | tr -d ' \n'` with every byte value from 0 to 255 as its stdin
     Then stdout is every byte value from 0 to 255, in order, as hex
+
+  # Stdin and variables travel in one spec: giving the one must not drop the other.
+  @id:exec-stdin-with-env @req:SDP1-S02 @req:SDP1-075 @cap:exec.stdin @must
+  Scenario: A command given stdin sees the variables given with it too
+    When I run `printf '%s:%s' "$(cat)" "$CONFORMANCE_WITH_STDIN"` with the variable CONFORMANCE_WITH_STDIN set to "variable" and "input" as its stdin
+    Then stdout is exactly "input:variable"
 
   @id:exec-stdin-empty @req:SDP1-075 @cap:exec.stdin @req:SKETCH-013 @must
   Scenario: An empty stdin is an immediate end of file

@@ -91,6 +91,19 @@ Feature: Files in the sandbox
     When I read a file with a generated name that does not exist
     Then the read fails with the error kind not_found, naming a file if it names a resource, or io
 
+  # The sandbox is asked for before the path: a file call in a sandbox that is not there is refused for the
+  # sandbox, never answered as if the file were missing.
+  @id:fs-unknown-sandbox @req:SDP1-S17 @req:SDP1-045 @req:SKETCH-013 @must
+  Scenario Outline: A file call naming a sandbox id the provider never issued is refused as not_found: <call>
+    When I <call> in a sandbox id that was never issued
+    Then that file call is refused as not_found, naming the sandbox if it names a resource
+
+    Examples:
+      | call                        |
+      | read a file                 |
+      | check whether a path exists |
+      | write a file                |
+
   # -- paths ---------------------------------------------------------------------------------------
 
   @id:fs-relative-paths @req:SDP1-081 @req:SKETCH-013 @must

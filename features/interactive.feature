@@ -31,6 +31,15 @@ Feature: Interactive processes, terminals and logs
     Then the second open is refused as invalid_spec naming process_id
     And the first process still echoes what it is sent
 
+  # Process ids are unique per connection (v1 section 8.4), not per sandbox.
+  @id:stdio-duplicate-id-other-sandbox @req:SDP1-076 @req:SKETCH-013 @must @cap:exec.stdio_process
+  Scenario: A stdio process with an id already in use in another sandbox is refused as invalid_spec naming process_id
+    Given a sandbox
+    When I open a stdio process running `cat`
+    And I open a stdio process with the same id in another sandbox
+    Then the second open is refused as invalid_spec naming process_id
+    And the first process still echoes what it is sent
+
   @id:stdio-long-poll @req:SDP1-077 @req:SKETCH-013 @must @cap:exec.stdio_process
   Scenario: A waiting read of a process's output holds up neither other requests, input nor terminate
     Given a sandbox
@@ -120,6 +129,13 @@ Feature: Interactive processes, terminals and logs
     And I open a second stdio process running `cat`
     And I terminate the process
     Then the second process still echoes what it is sent
+
+  @id:stdio-delete-only-that-sandbox @req:SDP1-023 @req:SKETCH-013 @must @cap:exec.stdio_process
+  Scenario: Deleting one sandbox leaves a stdio process of another sandbox running
+    Given a sandbox
+    When I open a stdio process running `cat`
+    And I create another sandbox and delete it
+    Then the first process still echoes what it is sent
 
   @id:stdio-terminated-termination @req:SDP1-073 @req:SKETCH-013 @should @cap:exec.stdio_process
   Scenario: A terminated process is reported with one of the protocol's termination names

@@ -173,6 +173,15 @@ Feature: Sandbox lifecycle
     Then the command ran and exited with code 0
     And stdout is exactly "started-again"
 
+  # A stop keeps the sandbox (section 9.2), and with it what the create asked for: its variables too.
+  @id:stop-start-keeps-env @req:SDP1-051 @req:SDP1-S02 @must @cap:lifecycle.stop
+  Scenario: A sandbox's own variables are still there after it was stopped and started again
+    Given a sandbox created with the variable CONFORMANCE_LAYER set to "sandbox"
+    When I stop the sandbox
+    And I start the sandbox
+    And I run `printf '%s' "${CONFORMANCE_LAYER-unset}"`
+    Then stdout is exactly "sandbox"
+
   @id:stop-describes-stopped @req:SDP1-S18 @req:SKETCH-010 @should @cap:lifecycle.stop
   Scenario: A stopped sandbox is described stopped, and a started one running
     Given a sandbox
@@ -187,6 +196,13 @@ Feature: Sandbox lifecycle
     Given a sandbox
     When another sandbox is running `touch conformance-running; sleep 0.5; printf survived`, which has created conformance-running
     And I stop the sandbox
+    Then the command in the other sandbox still ends normally, printing "survived"
+
+  @id:pause-only-that-sandbox @req:SDP1-023 @req:SKETCH-013 @must @cap:lifecycle.pause
+  Scenario: Pausing a sandbox leaves a command running in another sandbox alone
+    Given a sandbox
+    When another sandbox is running `touch conformance-running; sleep 0.5; printf survived`, which has created conformance-running
+    And I pause the sandbox
     Then the command in the other sandbox still ends normally, printing "survived"
 
   @id:pause-resume-continues @req:SDP1-023 @req:SKETCH-013 @must @cap:lifecycle.pause
@@ -250,6 +266,13 @@ Feature: Sandbox lifecycle
     And listing by the new label finds the sandbox
     And listing by the replaced label does not find it
 
+  @id:set-labels-only-that-sandbox @req:SDP1-023 @req:SKETCH-013 @must @cap:lifecycle.labels @dialect:sandbox-driver-v1 @dialect:sandbox-driver-v2
+  Scenario: Setting the labels of a sandbox created without labels leaves another one created without labels alone
+    Given a provider
+    When I create two sandboxes without any labels
+    And I replace the first one's labels with a generated label
+    Then the second one is still described without labels
+
   @id:set-labels-durable @req:SDP1-039 @req:SDP1-023 @must @cap:lifecycle.labels @dialect:sandbox-driver-v1
   Scenario: Labels that were set are the labels a provider process started later sees
     Given a sandbox labelled with a generated label
@@ -266,6 +289,17 @@ Feature: Sandbox lifecycle
     And the sandbox is described as running
     And the marker file is still there
     And the sandbox is described with the labels it had before it was deleted
+    And listing by the sandbox's labels finds it again
+
+  # An attach refused while the sandbox was deleted says nothing of the sandbox once it is back.
+  @id:undelete-after-refused-attach @req:SDP1-061 @req:SDP1-050 @must @cap:lifecycle.undelete
+  Scenario: A sandbox that was attached to while deleted can be attached to once undeleted
+    Given a sandbox
+    When I delete the sandbox and attach to it by its id
+    Then the attach is refused as not_found
+    When I undelete the sandbox
+    And I attach to the sandbox by its id
+    Then the attached handle names the same sandbox and working directory
 
   # handle-capabilities-within-provider asks it of a create's handle; an undelete answers a handle too.
   @id:undelete-handle-capabilities @req:SDP1-021 @should @cap:lifecycle.undelete
@@ -349,6 +383,29 @@ Feature: Sandbox lifecycle
     When I stop the sandbox
     Then listing by the sandbox's labels reports it in the state it is described in
 
+  @id:list-after-pause @req:SDP1-S18 @should @cap:lifecycle.pause
+  Scenario: A paused sandbox is listed in the state it is described in
+    Given a sandbox
+    When I pause the sandbox
+    Then listing by the sandbox's labels reports it in the state it is described in
+
+  # An archived sandbox still exists: describe answers it and start brings it back, so a host that kept its id
+  # must be able to attach to it to do so. not_found is the answer for a sandbox that is not there.
+  @id:attach-archived @req:SDP1-039 @req:SDP1-050 @must @cap:lifecycle.archive
+  Scenario: An archived sandbox can be attached to by its id
+    Given a sandbox
+    When I archive the sandbox
+    And I attach to the sandbox by its id
+    Then the attached handle names the same sandbox and working directory
+
+  # After a set_labels, every answer that carries the sandbox's status carries its labels as they now are.
+  @id:attach-after-set-labels @req:SDP1-050 @req:SDP1-023 @must @cap:lifecycle.labels
+  Scenario: Attaching after the labels were set reports the new labels
+    Given a sandbox labelled with a generated label
+    When I replace the sandbox's labels with a new generated label, keeping the run label
+    And I attach to the sandbox by its id
+    Then the attached handle carries exactly the new labels
+
   # -- what a creation spec may ask for --------------------------------------------------------------
 
   @id:creation-spec-field @req:SDP1-051 @req:SDP1-052 @must
@@ -381,6 +438,13 @@ Feature: Sandbox lifecycle
       | a blocked network       | network           |
       | deletion once stopped   | ephemeral         |
       | an unknown provider option | provider_config |
+
+  # detail.field names a field of the spec: a second setting it cannot honour does not make it a list.
+  @id:creation-spec-two-settings @req:SDP1-051 @req:SDP1-045 @must @dialect:sandbox-driver-v1
+  Scenario: A create asking for two settings the provider cannot honour is refused as invalid_spec naming one of them
+    Given a provider
+    When I create a sandbox asking for an unknown provider option and deletion once stopped
+    Then the create is refused as invalid_spec naming provider_config or ephemeral
 
   @id:creation-spec-empty @req:SDP1-051 @must @dialect:sandbox-driver-v1
   Scenario Outline: A creation-spec field that must not be empty is refused as invalid_spec when it is: <field>
@@ -457,6 +521,16 @@ Feature: Sandbox lifecycle
     When I create two snapshots of the sandbox, the second named like the first with a suffix
     And I list the snapshots by the first one's name
     Then the listing holds the first snapshot and not the second
+
+  # A create from a snapshot is a create: the spec's other settings (labels, variables) are honoured or refused
+  # by name, never dropped because the files come from somewhere else.
+  @id:snapshot-create-keeps-spec @req:SDP1-051 @must @cap:snapshots @cap:snapshots.filesystem
+  Scenario: A sandbox created from a snapshot carries the labels and variables its create asked for, or the create refuses them by name
+    Given a sandbox
+    When I take a filesystem snapshot of the sandbox
+    And I create a sandbox from that snapshot, labelled with a generated label and with the variable CONFORMANCE_LAYER set to "restored"
+    Then the sandbox made from the snapshot is described with that label
+    And in the sandbox made from the snapshot CONFORMANCE_LAYER is "restored"
 
   @id:snapshot-unknown-not-found @req:SDP1-045 @req:SKETCH-013 @must @cap:snapshots
   Scenario: Asking for a snapshot that does not exist is refused as not_found naming the snapshot

@@ -64,6 +64,14 @@ Feature: Streaming a command's output
     And the stdout capture counts every byte as observed, 999 retained, the rest omitted, nothing truncated
     And the result keeps the first 499 and the last 500 bytes written to stdout
 
+  # seq 1 200 writes 692 bytes: more than half the limit, less than all of it, so the rolling tail has begun and
+  # not yet wrapped. Everything is kept, and counted as it is.
+  @id:stream-retention-under-limit @req:SDP1-105 @req:SDP1-106 @req:SKETCH-013 @must
+  Scenario: Output that fills more than half the retained output limit, but not all of it, is kept whole
+    When I stream a command that writes the numbers 1 to 200 to stdout, retaining at most 1000 bytes
+    Then the stdout capture counts every byte as observed, 692 retained, the rest omitted, nothing truncated
+    And the result keeps the first 500 and the last 192 bytes written to stdout
+
   @id:stream-retention-zero @req:SDP1-105 @req:SDP1-106 @req:SKETCH-013 @must
   Scenario: A retained output limit of 0 keeps nothing in the result and still streams everything
     When I stream a command that writes the numbers 1 to 2000 to stdout, retaining at most 0 bytes
@@ -92,6 +100,11 @@ Feature: Streaming a command's output
     Then the result says the command timed out, at most 4 seconds after the timeout
     And the streamed stdout is exactly "started"
 
+  @id:stream-foreign-signal @req:SDP1-072 @req:SDP1-068 @req:SKETCH-013 @must
+  Scenario: A streamed command ended by a signal reports that signal's number, as a buffered one does
+    When I stream `kill -TERM $$; sleep 5`
+    Then the command was ended by signal 15
+
   @id:stream-same-interpreter @req:SDP1-068 @req:SKETCH-013 @must
   Scenario: Buffered and streamed commands run under the same interpreter with the same options
     When I run `printf '%s|%s|%s|%s' "${BASH_VERSION:-not bash}" "$-" "${SHELLOPTS:-none}" "$(shopt login_shell)"` both buffered and streamed
@@ -104,6 +117,12 @@ Feature: Streaming a command's output
     Then the streamed stdout is exactly "red\n"
     And stdout is exactly "red\n"
     And the stdout capture observed 4 bytes
+
+  @id:stream-relative-working-dir @req:SDP1-081 @req:SDP1-068 @must
+  Scenario: A streamed command's relative working directory is taken relative to the sandbox's working directory
+    When there is a directory "conformance-relative-wd" in the sandbox
+    And I stream `pwd` in that directory, given by its path relative to the sandbox's working directory
+    Then stdout is that directory's absolute path, followed by a newline
 
   @id:stream-stdin @req:SDP1-075 @req:SKETCH-013 @cap:exec.stdin @must
   Scenario: The bytes given as stdin reach a streamed command too, followed by end of file

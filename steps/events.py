@@ -183,7 +183,7 @@ def _(world: World, request: pytest.FixtureRequest) -> None:
 
 @then("the snapshot's terminal event names the snapshot by the id the provider assigned")
 def _(world: World) -> None:
-    action, route = _operation(world)
+    _action, route = _operation(world)
     _settle(world)
     terminal = [e for e in route.received if e.type in TERMINAL]
     expect(bool(terminal), f"the snapshot's creation emitted no terminal event: {_describe(route.received)}")
@@ -548,3 +548,20 @@ def _(world: World) -> None:
         expect(marker not in text and encoded not in text,
                f"an event carries the command's output ({marker!r}); command output never travels in the event "
                f"feed: {text[:400]}")
+
+
+@when("I create a second sandbox asking for events")
+def _(world: World) -> None:
+    # Not the scenario's sandbox: the later operations act on the first one.
+    fresh_provider(world).create(SandboxRequest(events=_new_route(world, "second create")))
+
+
+@then("no event on the second create's route is about the first sandbox")
+def _(world: World) -> None:
+    first = world.require_sandbox().id
+    routes = dict(world.event_watch.operations)
+    caught_up(fresh_provider(world), QUIET_S, trail_s=QUIET_S)  # events of the later operations, wherever they go
+    strays = [e for e in routes["second create"].received if (e.event.get("subject") or {}).get("id") == first]
+    expect(not strays, f"operations on sandbox {first} were reported on the route of another sandbox's create: "
+                       f"{_describe(strays)}; a route belongs to the request that gave it (early v1: to that "
+                       "handle's create or attach)")

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pytest_bdd import given, parsers, then, when
 
-from conformance.adapter import ExecRequest, RunningExec, StreamOutcome
+from conformance.adapter import ExecRequest, RunningExec, SandboxRequest, StreamOutcome
 from conformance.errors import ApplicationErrorAnswer, CallTimeout
 
 from ._shared import (
@@ -324,6 +324,16 @@ def _(world: World) -> None:
     streams = world.streams("streaming exec")
     sandbox_id = world.require_sandbox().id
     world.last = attempt(lambda: streams.start_exec(sandbox_id, ExecRequest("printf second"),
+                                                    exec_id=first.exec_id).wait(10.0))
+
+
+@when("I start another streamed command under the same exec id in another sandbox")
+def _(world: World) -> None:
+    # Exec ids are the connection's (section 8.4), not a sandbox's: another sandbox is no escape from the check.
+    first = _running(world)
+    streams = world.streams("streaming exec")
+    other = world.provider.create(SandboxRequest())
+    world.last = attempt(lambda: streams.start_exec(other.id, ExecRequest("printf second"),
                                                     exec_id=first.exec_id).wait(10.0))
 
 

@@ -153,6 +153,13 @@ Feature: Version 2 commands: argument vectors, stops and input
     Then that second command is refused as an invalid spec naming exec_id
     And the first command still ends normally
 
+  @id:v2-exec-duplicate-id-other-sandbox @req:SDP2-099 @must
+  Scenario: A command in another sandbox under the id of one still running is refused, naming exec_id
+    When I start streaming `printf ready; sleep 1` and it has printed "ready"
+    And I start another streamed command under the same exec id in another sandbox
+    Then that second command is refused as an invalid spec naming exec_id
+    And the first command still ends normally
+
   @id:v2-exec-retains-nothing @req:SDP2-S32 @must
   Scenario: Without a retained output limit the provider keeps no copy of the output, and counts all of it
     When I stream `head -c 100000 /dev/zero` without a retained output limit

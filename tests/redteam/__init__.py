@@ -45,6 +45,7 @@ def load() -> dict[str, Mutant]:
         blind_5,  # noqa: F401
         blind_6,  # noqa: F401
         blind_net_1,  # noqa: F401
+        blind_pairs_1,  # noqa: F401
         blind_rest_1,  # noqa: F401
         blind_v2_1,  # noqa: F401
     )
