@@ -9,7 +9,7 @@ BIN := $(VENV)/bin
 # Our tests mostly wait on providers (commands, deadlines, containers), so 4 workers on 2 cores keep the
 # CPU busy; work stealing keeps them busy to the end (tests last from milliseconds to three minutes), which
 # took .ci/run's tests from 767 s to 655 s on one tree.
-WORKERS ?= 4
+WORKERS ?= 6
 
 .PHONY: setup run run-sketch run-docker images test wheel bench clean durations
 
