@@ -6,9 +6,9 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
-# Our tests mostly wait on providers (commands, deadlines, containers), so 4 workers on 2 cores keep the
-# CPU busy; work stealing keeps them busy to the end (tests last from milliseconds to three minutes), which
-# took .ci/run's tests from 767 s to 655 s on one tree.
+# Our tests mostly wait on providers (commands, deadlines, containers): at 4 workers .ci/run's tests kept
+# 1.15 of the 2 cores busy (858 s on the tree with the interop tier); 6 took them to 782 s with no test
+# slower than its bound. Work stealing keeps them busy to the end (tests last from milliseconds to minutes).
 WORKERS ?= 6
 
 .PHONY: setup run run-sketch run-docker images test wheel bench clean durations
