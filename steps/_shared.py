@@ -118,6 +118,19 @@ def lacks_volume_permission(error: Any) -> bool:
     return error.kind == "auth" or (error.kind == "provider" and str(code) in ("401", "403"))
 
 
+def create_volume(world: World, request: pytest.FixtureRequest) -> str:
+    """Create a volume for the scenario (deleted at its end) and return its id; a create refused for the
+    credential's permissions skips the scenario, saying so (``lacks_volume_permission``)."""
+    name = world.token("conformance-volume")
+    created = attempt(lambda: world.invoke("create a volume", None, name=name))
+    if lacks_volume_permission(created.error):
+        pytest.skip(f"the credential lacks volume permissions: creating volume {name!r} was refused: {created.error}")
+    volume_id = created.expect_success(f"creating volume {name!r}").id
+    world.lifecycle.volume_name, world.lifecycle.volume_id = name, volume_id
+    cleanup(request, lambda: world.invoke("delete a volume", None, volume_id=volume_id))
+    return volume_id
+
+
 def attempt(call: Callable[[], Any]) -> Attempt:
     try:
         return Attempt(answer=call())

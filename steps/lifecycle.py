@@ -31,9 +31,9 @@ from ._shared import (
     attempt,
     await_file,
     cleanup,
+    create_volume,
     epoch_seconds,
     expect,
-    lacks_volume_permission,
     names_field,
     run_ok,
 )
@@ -1505,13 +1505,7 @@ def _(world: World) -> None:
 
 @when("I create a volume")
 def _(world: World, request: pytest.FixtureRequest) -> None:
-    name = world.token("conformance-volume")
-    created = attempt(lambda: world.invoke("create a volume", None, name=name))
-    if lacks_volume_permission(created.error):
-        pytest.skip(f"the credential lacks volume permissions: creating volume {name!r} was refused: {created.error}")
-    volume_id = created.expect_success("'create a volume'").id
-    world.lifecycle.volume_name, world.lifecycle.volume_id = name, volume_id
-    cleanup(request, lambda: world.invoke("delete a volume", None, volume_id=volume_id))
+    create_volume(world, request)
 
 
 def _volume_id(world: World) -> str:

@@ -13,7 +13,7 @@ from pytest_bdd import then, when
 from conformance.adapter import SandboxRequest
 from conformance.errors import ApplicationErrorAnswer
 
-from ._shared import World, attempt, cleanup, expect, lacks_volume_permission
+from ._shared import World, attempt, cleanup, create_volume, expect
 
 PERSISTED = bytes([0, 1, 2, 255, 254, ord("\n"), ord("\r"), 0])  # upstream's: NULs, high bytes, line ends
 PERSISTED_FILE = "persisted.bin"
@@ -37,13 +37,7 @@ def _path(world: World) -> str:
 
 @when("I create a volume, unless the credential lacks volume permissions")
 def _(world: World, request: pytest.FixtureRequest) -> None:
-    name = world.token("conformance-volume")
-    created = attempt(lambda: world.invoke("create a volume", None, name=name))
-    if lacks_volume_permission(created.error):
-        pytest.skip(f"the credential lacks volume permissions: creating volume {name!r} was refused: {created.error}")
-    volume_id = created.expect_success(f"creating volume {name!r}").id
-    world.lifecycle.volume_name, world.lifecycle.volume_id = name, volume_id
-    cleanup(request, lambda: world.invoke("delete a volume", None, volume_id=volume_id))
+    volume_id = create_volume(world, request)
     deadline = time.monotonic() + SETTLE_S
     state = world.invoke("get a volume", None, volume_id=volume_id).state
     while state == "creating" and time.monotonic() < deadline:
