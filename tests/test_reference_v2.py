@@ -725,12 +725,28 @@ def test_admission_refuses_before_work_but_reserved_methods_pass() -> None:
         opened.close()
 
 
+def _until_no_request_held(plugins: list[HostPluginV2], within_s: float = 5.0) -> None:
+    """A request's slot is given back only after its answer was written, so a client that sends the next
+    request the moment an answer arrives may still find the previous one held: wait for the release."""
+    deadline = time.monotonic() + within_s
+    while plugins[0]._requests.held and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert not plugins[0]._requests.held, "the create's request slot was never given back"
+
+
 def test_request_budget_leaves_room_for_reserved_methods() -> None:
-    # Two slots: a request's slot is given back only after its answer was written, so a client that sends
-    # the next request the moment an answer arrives may still find the previous one held.
-    opened = Session(with_limits(provider_requests=2))
+    # Two slots, each taken by a long streamed command once the create's own slot is back.
+    plugins: list[HostPluginV2] = []
+
+    class Recorded(with_limits(provider_requests=2)):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            plugins.append(self)
+
+    opened = Session(Recorded)
     try:
         sandbox_id = opened.create_sandbox()
+        _until_no_request_held(plugins)
         running = []
         for exec_id in ("x1", "x2"):
             channel = opened.host.expect()
