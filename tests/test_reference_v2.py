@@ -25,7 +25,7 @@ import termios
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
@@ -311,9 +311,29 @@ def exec_params(sandbox_id: str, channel: HostChannel, program: str, *args: str,
             "retained_output_limit": None, **extra}
 
 
+class _Limited(HostPluginV2):
+    """The reference with other limits; it keeps its instances, so a test can wait on its budgets."""
+
+    instances: ClassVar[list[HostPluginV2]]
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        type(self).instances.append(self)
+
+
 def with_limits(**changes: Any) -> type[HostPluginV2]:
-    return type("LimitedHostPluginV2", (HostPluginV2,),
-                {"limits": dataclasses.replace(HostPluginV2.limits, **changes)})
+    return type("LimitedHostPluginV2", (_Limited,),
+                {"limits": dataclasses.replace(HostPluginV2.limits, **changes), "instances": []})
+
+
+def until_no_request_held(plugin_class: type[HostPluginV2], within_s: float = 5.0) -> None:
+    """A request's slot is given back only after its answer was written, so a client that sends the next
+    request the moment an answer arrives may still find the previous one held: wait for the release."""
+    [plugin] = plugin_class.instances  # type: ignore[attr-defined]
+    deadline = time.monotonic() + within_s
+    while plugin._requests.held and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert not plugin._requests.held, "a request's slot was never given back after its answer"
 
 
 # -- handshake ---------------------------------------------------------------------------------------
@@ -706,9 +726,11 @@ def test_logs_follow_sends_lines_then_eof_then_answers(session: Session) -> None
 
 
 def test_admission_refuses_before_work_but_reserved_methods_pass() -> None:
-    opened = Session(with_limits(provider_requests=2, active_io=1))
+    limited = with_limits(provider_requests=2, active_io=1)
+    opened = Session(limited)
     try:
         sandbox_id = opened.create_sandbox()
+        until_no_request_held(limited)  # else the create's slot and the stream fill provider_requests first
         channel = opened.host.expect()
         running = opened.send("exec/stream", exec_params(sandbox_id, channel, "sleep", "30"), channel)
         assert channel.opened.wait(5)
@@ -725,28 +747,13 @@ def test_admission_refuses_before_work_but_reserved_methods_pass() -> None:
         opened.close()
 
 
-def _until_no_request_held(plugins: list[HostPluginV2], within_s: float = 5.0) -> None:
-    """A request's slot is given back only after its answer was written, so a client that sends the next
-    request the moment an answer arrives may still find the previous one held: wait for the release."""
-    deadline = time.monotonic() + within_s
-    while plugins[0]._requests.held and time.monotonic() < deadline:
-        time.sleep(0.005)
-    assert not plugins[0]._requests.held, "the create's request slot was never given back"
-
-
 def test_request_budget_leaves_room_for_reserved_methods() -> None:
     # Two slots, each taken by a long streamed command once the create's own slot is back.
-    plugins: list[HostPluginV2] = []
-
-    class Recorded(with_limits(provider_requests=2)):  # type: ignore[misc, valid-type]
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs)
-            plugins.append(self)
-
-    opened = Session(Recorded)
+    limited = with_limits(provider_requests=2)
+    opened = Session(limited)
     try:
         sandbox_id = opened.create_sandbox()
-        _until_no_request_held(plugins)
+        until_no_request_held(limited)
         running = []
         for exec_id in ("x1", "x2"):
             channel = opened.host.expect()
