@@ -521,22 +521,14 @@ class StdioIdPerSandbox(HostPlugin):
          "in an unknown sandbox fails not_found resource 'file' (the path) while exec/run and the other fs calls "
          "say resource sandbox (unknown sandbox x fs/read)")
 class FsReadUnknownSandboxFile(HostPlugin):
+    # The fast path's visible effect, without copying the reference's read: an id the registry does not know
+    # is answered as a missing file rather than a missing sandbox; a known one reads as the reference does.
     def m_fs_read(self, params: dict[str, Any]) -> Any:
-        workspace = (self.backend.root / str(params["sandbox_id"]) / "workspace").resolve()
-        candidate = Path(params["path"])
-        path = candidate if candidate.is_absolute() else workspace / candidate
-        offset, length = params.get("offset") or 0, params.get("length")
         try:
-            with path.open("rb") as handle:
-                handle.seek(offset)
-                data = handle.read() if length is None else handle.read(length)
-        except FileNotFoundError:
+            self.backend.get(params["sandbox_id"])
+        except BackendError:
             raise not_found("file", params["path"]) from None
-        except IsADirectoryError:
-            raise invalid_spec("path", f"{params['path']} is a directory") from None
-        except OSError as exc:
-            raise _io("read", exc) from None
-        return {"content_b64": b64(data)}
+        return super().m_fs_read(params)
 
 
 @redteam("bp1_fs_exists_unknown_sandbox_false", "SDP1-045 (§8: unknown sandbox id -> not_found resource "
