@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from conformance import __version__
-from conformance.config import DEFAULT_CALL_TIMEOUT_S, PROG, RunConfig, call_timeout, load_create_spec
+from conformance.config import DEFAULT_CALL_TIMEOUT_S, PROG, RunConfig, call_timeout, load_create_spec, startup_timeout
 from conformance.errors import ConformanceError, UsageError
 from conformance.providers import (
     DIALECTS,
@@ -198,6 +198,9 @@ def _provider_options(target: argparse._ArgumentGroup, for_run: bool) -> None:
     target.add_argument("--call-timeout", type=float, default=None, metavar="SECONDS",
                         help=f"deadline of a single provider call (default: {DEFAULT_CALL_TIMEOUT_S:.0f}; given, it "
                              "is a REST request's deadline too, over the profile's request_timeout_s)")
+    target.add_argument("--startup-timeout", type=float, default=None, metavar="SECONDS",
+                        help="deadline of a plugin's handshake, its process start included (default: the call "
+                             "timeout, but at least 30)")
     if for_run:
         target.add_argument("--max-message-bytes", metavar="BYTES",
                             help="longest line read from a stdio plugin, e.g. 1048576 or 1MiB; a longer one is "
@@ -444,7 +447,7 @@ def command_sweep(args: argparse.Namespace) -> int:
         plugin=args.plugin, dialect=args.dialect, env=parse_env_pairs(args.env), pass_env=tuple(args.pass_env),
         create_spec=load_create_spec(args.create_spec), run_id=args.run_id if args.run_id is not None else "",
         call_timeout_s=call_timeout(args), call_timeout_given=args.call_timeout is not None,
-        rest_url=args.rest, profile=profile_reference(args.profile, args.rest is not None), sha256=args.sha256,
+        startup_timeout_s=startup_timeout(args), rest_url=args.rest, profile=profile_reference(args.profile, args.rest is not None), sha256=args.sha256,
     )
     config.validate()
     if args.from_results is None and (args.all_recorded or args.provider_moved):

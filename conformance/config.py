@@ -222,6 +222,8 @@ class RunConfig:
             option("--pass-env", name)
         if provider.call_timeout_given or provider.call_timeout_s != DEFAULT_CALL_TIMEOUT_S:
             option("--call-timeout", _number(provider.call_timeout_s))
+        if provider.startup_timeout_s is not None:
+            option("--startup-timeout", _number(provider.startup_timeout_s))
         if provider.max_message_bytes is not None:
             option("--max-message-bytes", provider.max_message_bytes)
         option("--seed", self.seed)
@@ -280,6 +282,7 @@ class RunConfig:
             create_spec=load_create_spec(args.create_spec),
             run_id=args.run_id or f"run-{uuid.uuid4().hex[:12]}",
             call_timeout_s=call_timeout(args), call_timeout_given=args.call_timeout is not None,
+            startup_timeout_s=startup_timeout(args),
             sandboxes_per_process=args.sandboxes_per_process,
             rest_url=args.rest, profile=profile_reference(args.profile, rest_target), image=args.image,
             open_ack=args.open_ack == "on",
@@ -335,6 +338,12 @@ def call_timeout(args: Any) -> float:
     if args.call_timeout is None:
         return DEFAULT_CALL_TIMEOUT_S
     return valid_timeout(args.call_timeout, "--call-timeout")
+
+
+def startup_timeout(args: Any) -> float | None:
+    """``--startup-timeout`` when given (checked), else None (the provider configuration's default)."""
+    value = getattr(args, "startup_timeout", None)
+    return None if value is None else valid_timeout(value, "--startup-timeout")
 
 
 def valid_timeout(value: float, flag: str) -> float:

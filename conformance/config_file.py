@@ -227,9 +227,10 @@ def _check_values(config: ConfigFile, key: str, provider: dict[str, Any]) -> Non
 
     from conformance.config import valid_byte_count
 
-    timeout = provider.get("call-timeout")
-    if timeout is not None and not math.isfinite(timeout):  # the schema's exclusiveMinimum lets nan and inf by
-        raise config.problem(f"{key}.call-timeout", f"must be a finite number of seconds, got {timeout}")
+    for setting in ("call-timeout", "startup-timeout"):
+        timeout = provider.get(setting)
+        if timeout is not None and not math.isfinite(timeout):  # the schema's exclusiveMinimum lets nan and inf by
+            raise config.problem(f"{key}.{setting}", f"must be a finite number of seconds, got {timeout}")
     if "max-message-bytes" in provider:
         try:
             valid_byte_count(str(provider["max-message-bytes"]), "")
@@ -350,6 +351,8 @@ def _fill_provider(args: argparse.Namespace, config: ConfigFile, name: str) -> N
         args.create_spec = "@" + config.relative(spec[1:]) if isinstance(spec, str) else json.dumps(spec)
     if args.call_timeout is None:
         args.call_timeout = provider.get("call-timeout")
+    if getattr(args, "startup_timeout", None) is None:
+        args.startup_timeout = provider.get("startup-timeout")
     for option, setting in (("max_message_bytes", "max-message-bytes"),
                             ("sandboxes_per_process", "sandboxes-per-process")):
         if hasattr(args, option) and getattr(args, option) is None and setting in provider:

@@ -178,7 +178,8 @@ def remove_labelled(run_id: str) -> list[str]:
     except DockerException:
         return removed
     try:
-        for leftover in client.containers.list(all=True, filters={"label": f"{RUN_LABEL}={run_id}"}):
+        # sparse: no inspect per container, which a container removed meanwhile would answer 404
+        for leftover in client.containers.list(all=True, sparse=True, filters={"label": f"{RUN_LABEL}={run_id}"}):
             try:
                 leftover.remove(force=True, v=True)
                 removed.append(leftover.id)
@@ -197,7 +198,9 @@ def labelled(run_id: str) -> list[str]:
 
     client = docker.from_env()
     try:
-        return [c.id for c in client.containers.list(all=True, filters={"label": f"{RUN_LABEL}={run_id}"})]
+        # sparse: listing only; inspecting each would fail on one that is being removed at this moment
+        return [c.id for c in client.containers.list(all=True, sparse=True,
+                                                     filters={"label": f"{RUN_LABEL}={run_id}"})]
     finally:
         client.close()
 

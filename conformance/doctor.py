@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TextIO
 
 from conformance import config_file
-from conformance.config import call_timeout, check_report_dir, load_create_spec, valid_byte_count
+from conformance.config import call_timeout, check_report_dir, load_create_spec, startup_timeout, valid_byte_count
 from conformance.errors import ConformanceError
 from conformance.providers import (
     ProviderConfig,
@@ -50,6 +50,7 @@ def provider_config(args: argparse.Namespace) -> ProviderConfig:
         plugin=args.plugin, dialect=args.dialect, env=parse_env_pairs(args.env), pass_env=tuple(args.pass_env),
         create_spec=load_create_spec(args.create_spec), run_id="doctor",
         call_timeout_s=call_timeout(args), call_timeout_given=args.call_timeout is not None,
+        startup_timeout_s=startup_timeout(args),
         sandboxes_per_process=args.sandboxes_per_process, rest_url=args.rest,
         profile=profile_reference(args.profile, rest_target), image=args.image, open_ack=args.open_ack == "on",
         max_message_bytes=valid_byte_count(args.max_message_bytes, "--max-message-bytes"), sha256=args.sha256,

@@ -37,6 +37,9 @@ SANDBOXES_PER_PROCESS = ("auto", "one", "many")
 REFERENCE_PLUGIN_DISPLAY = "sandbox-conformance-host-plugin"
 
 
+DEFAULT_STARTUP_TIMEOUT_S = 30.0  # a plugin's handshake, its process start included (--startup-timeout)
+
+
 def reference_plugin_argv(*extra: str) -> list[str]:
     """The bundled reference plugin, started with this interpreter so no PATH lookup is needed."""
     return [sys.executable, "-m", "conformance.reference.host_plugin", *extra]
@@ -53,6 +56,10 @@ class ProviderConfig:
     create_spec: dict[str, Any] | None = None
     run_id: str = "local"
     call_timeout_s: float = 30.0
+    # --startup-timeout: the handshake's deadline. Its answer comes only once the process has started (an
+    # interpreter importing its modules on a loaded machine takes seconds), which is not the call latency
+    # --call-timeout bounds; not given, it is the call timeout but never less than DEFAULT_STARTUP_TIMEOUT_S.
+    startup_timeout_s: float | None = None
     # --call-timeout was given: it is then every request's deadline, over a REST profile's request_timeout_s too.
     call_timeout_given: bool = False
     sandboxes_per_process: str = "auto"
@@ -67,6 +74,13 @@ class ProviderConfig:
     # control_message_bytes) or, for a protocol without one, the suite's default (jsonrpc.DEFAULT_MAX_MESSAGE_BYTES).
     max_message_bytes: int | None = None
     sha256: str | None = None  # the plugin executable's pinned digest (a configuration file's `sha256`)
+
+    @property
+    def handshake_timeout_s(self) -> float:
+        """How long a started process has to answer initialize (``startup_timeout_s``)."""
+        if self.startup_timeout_s is not None:
+            return self.startup_timeout_s
+        return max(self.call_timeout_s, DEFAULT_STARTUP_TIMEOUT_S)
 
     @property
     def is_rest(self) -> bool:
@@ -363,7 +377,7 @@ class _Opening:
         if not handshake:
             return adapter
         try:
-            adapter.handshake(timeout_s=self.config.call_timeout_s, strict=self.strict_handshake)
+            adapter.handshake(timeout_s=self.config.handshake_timeout_s, strict=self.strict_handshake)
         except ApplicationErrorAnswer as refusal:
             named = registry.refused_for(refusal, dialect) if fallback_allowed else None
             if named is None:
@@ -385,7 +399,7 @@ class _Opening:
         connection, server = self._start(_UndecidedRules(), probe.data_channels)
         try:
             result = connection.request("initialize", probe.initialize_params(server, self.settings),
-                                        self.config.call_timeout_s, check_result=False).result()
+                                        self.config.handshake_timeout_s, check_result=False).result()
         except ProtocolErrorAnswer as answer:
             # Undecided rules read every error as a protocol error; the probe's rules read it properly.
             refusal = probe.rules().error_answer("initialize", {"code": answer.code, "message": answer.message,
