@@ -4,11 +4,16 @@ Bytes only, like the process transport: what a path means, which statuses are su
 read is the REST dialect's business. This module adds per-call deadlines, retries for idempotent
 requests (a connect error or a 5xx answer, with exponential backoff) and credentials that never appear
 in what observers see.
+
+A hostile server must not hang or flood the suite: an answer's deadline covers all of it, headers and
+body, not each read (a server sending one byte a second never lets a per-read timeout fire), and its body
+is read in chunks against a byte cap, never whole into memory first.
 """
 
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -18,10 +23,11 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from conformance.errors import CallTimeout, ProviderCrashed
+from conformance.errors import CallTimeout, ProviderCrashed, WireViolation
 
 Observer = Callable[[str, str, str], None]  # (channel, direction, text), as JsonRpcConnection's observers
 BODY_PREVIEW_CHARS = 2000
+DEFAULT_MAX_ANSWER_BYTES = 64 * 1024 * 1024  # a profile's max_answer_bytes, when it sets none
 
 
 @dataclass(frozen=True)
@@ -86,14 +92,19 @@ class HttpTransport:
     def __init__(self, base_url: str, credentials: Credentials | None = None, timeout_s: float = 30.0,
                  retries: RetryPolicy | None = None, channel: str = "http",
                  transport: httpx.BaseTransport | None = None,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep,
+                 max_answer_bytes: int = DEFAULT_MAX_ANSWER_BYTES) -> None:
         self.base_url = base_url.rstrip("/")
         self.credentials = credentials or Credentials()
         self.timeout_s = timeout_s
         self.retries = retries or RetryPolicy()
         self.channel = channel
+        self.max_answer_bytes = max_answer_bytes
         self._sleep = sleep
-        self._client = httpx.Client(transport=transport, follow_redirects=False)
+        # No keep-alive: every request has a connection of its own, which the deadline's watchdog can end
+        # (a pooled one is not seen connecting), and a server that trickled one answer cannot stall the next.
+        self._client = httpx.Client(transport=transport, follow_redirects=False,
+                                    limits=httpx.Limits(max_keepalive_connections=0))
         self._owns_client = True
         self._observers: list[Observer] = []
         self._lock = threading.Lock()
@@ -106,6 +117,7 @@ class HttpTransport:
         other.timeout_s = self.timeout_s
         other.retries = self.retries
         other.channel = channel or self.channel
+        other.max_answer_bytes = self.max_answer_bytes
         other._sleep = self._sleep
         other._client = self._client
         other._owns_client = False
@@ -134,8 +146,9 @@ class HttpTransport:
                 idempotent: bool = False) -> HttpAnswer:
         """Send one request (``body`` as JSON when not ``None``) and return the answer, whatever its status.
 
-        Raises ``CallTimeout`` when no answer comes within the deadline and ``ProviderCrashed`` when the
-        provider cannot be reached. Only an ``idempotent`` request is tried again, and only after a
+        Raises ``CallTimeout`` when the whole answer (headers and body) has not come within the deadline,
+        ``WireViolation`` when its body is longer than ``max_answer_bytes``, and ``ProviderCrashed`` when
+        the provider cannot be reached. Only an ``idempotent`` request is tried again, and only after a
         connect error or a 5xx answer.
         """
         deadline = self.timeout_s if timeout_s is None else timeout_s
@@ -153,24 +166,34 @@ class HttpTransport:
         for attempt in range(1, attempts + 1):
             self._emit("sent", shown + (f" {content.decode('utf-8')}" if content is not None else ""))
             started = time.monotonic()
+            watchdog = _Watchdog(started + deadline)
+            reading = _BodyRead()
             try:
-                response = self._client.request(
+                # The socket read timeout is the whole deadline too: a silent server is cut off by it or by
+                # the watchdog, whichever comes first.
+                with self._client.stream(
                     method, url, params=params or None, content=content, headers=headers,
                     timeout=httpx.Timeout(deadline, connect=min(deadline, 10.0)),
-                )
+                    extensions={"trace": watchdog.trace},
+                ) as response:
+                    reading.headers_came = True
+                    data = self._read_body(response, reading, watchdog.ends_at, shown)
             except httpx.TimeoutException as exc:
                 if isinstance(exc, httpx.ConnectTimeout) and attempt < attempts:
                     self._retry(shown, attempt, attempts, f"connect timeout: {exc}")
                     continue
-                self._emit("note", f"{shown}: no answer within {deadline:.1f}s")
-                raise CallTimeout(f"{shown} got no answer within {deadline:.1f}s") from None
+                raise self._late(shown, deadline, reading) from None
             except httpx.TransportError as exc:
+                if watchdog.fired:  # the watchdog ended the connection at the deadline
+                    raise self._late(shown, deadline, reading) from None
                 if isinstance(exc, httpx.ConnectError) and attempt < attempts:
                     self._retry(shown, attempt, attempts, f"cannot connect: {exc}")
                     continue
                 self._emit("note", f"{shown}: {_transport_problem(exc)}")
                 raise ProviderCrashed(f"{shown}: {_transport_problem(exc)}") from None
-            answer = HttpAnswer(method, url, response.status_code, dict(response.headers), response.content,
+            finally:
+                watchdog.stop()
+            answer = HttpAnswer(method, url, response.status_code, dict(response.headers), data,
                                 time.monotonic() - started)
             self._emit("received", _describe_answer(answer))
             if answer.status >= 500 and attempt < attempts:
@@ -178,6 +201,37 @@ class HttpTransport:
                 continue
             return answer
         raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
+
+    def _read_body(self, response: httpx.Response, reading: _BodyRead, ends_at: float, shown: str) -> bytes:
+        """The body, chunk by chunk as it comes: never more than ``max_answer_bytes`` (and one chunk) held,
+        and the deadline checked after every chunk (each read alone comes in time from a trickling server)."""
+        cap = self.max_answer_bytes
+        declared = response.headers.get("Content-Length", "")
+        if declared.isdigit() and int(declared) > cap:
+            raise self._too_long(shown, f" (its Content-Length says {int(declared)})")
+        chunks: list[bytes] = []
+        for chunk in response.iter_bytes():
+            reading.size += len(chunk)
+            if reading.size > cap:
+                raise self._too_long(shown, "")
+            chunks.append(chunk)
+            if time.monotonic() > ends_at:
+                raise httpx.ReadTimeout("the deadline of the whole answer passed")
+        return b"".join(chunks)
+
+    def _too_long(self, shown: str, detail: str) -> WireViolation:
+        problem = f"the answer body exceeded {self.max_answer_bytes} bytes{detail} (the profile's max_answer_bytes)"
+        self._emit("note", f"{shown}: {problem}")
+        return WireViolation(f"{shown}: {problem}")
+
+    def _late(self, shown: str, deadline: float, reading: _BodyRead) -> CallTimeout:
+        if not reading.headers_came:
+            problem = f"got no answer within {deadline:.1f}s"
+        else:
+            problem = (f"got no whole answer within {deadline:.1f}s, the deadline of the answer's headers and "
+                       f"body together ({reading.size} bytes of its body had come)")
+        self._emit("note", f"{shown}: {problem}")
+        return CallTimeout(f"{shown} {problem}")
 
     def _retry(self, shown: str, attempt: int, attempts: int, why: str) -> None:
         pause = self.retries.pause(attempt)
@@ -187,6 +241,62 @@ class HttpTransport:
     def close(self) -> None:
         if self._owns_client:
             self._client.close()
+
+
+@dataclass
+class _BodyRead:
+    """How far the reading of one answer got, for the message when it stops short."""
+
+    headers_came: bool = False
+    size: int = 0
+
+
+class _Watchdog:
+    """Ends one request's connection when its deadline passes (``socket.shutdown`` wakes a blocked read):
+    the socket read timeout alone never fires while a server trickles a byte at a time, in the headers
+    as in the body. It learns the socket from httpcore's ``trace`` extension as the connection opens; a
+    transport that opens none (``httpx.MockTransport``) has no socket to end, and no watchdog thread."""
+
+    def __init__(self, ends_at: float) -> None:
+        self.ends_at = ends_at
+        self.fired = False
+        self._lock = threading.Lock()
+        self._stopped = False
+        self._timer: threading.Timer | None = None
+        self._socket: socket.socket | None = None
+
+    def trace(self, event: str, info: Mapping[str, Any]) -> None:
+        if not event.startswith("connection.connect_") or not event.endswith(".complete"):
+            return
+        stream = info.get("return_value")
+        sock = stream.get_extra_info("socket") if stream is not None else None
+        if not isinstance(sock, socket.socket):
+            return
+        with self._lock:
+            if self._stopped or self._timer is not None:
+                return
+            self._socket = sock
+            self._timer = threading.Timer(max(0.0, self.ends_at - time.monotonic()), self._fire)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _fire(self) -> None:
+        with self._lock:
+            if self._stopped or self._socket is None:
+                return
+            self.fired = True
+            try:
+                self._socket.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass  # already closed: the request ended meanwhile
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopped = True
+            timer, self._timer = self._timer, None
+        if timer is not None:
+            timer.cancel()
+            timer.join()
 
 
 def _describe_answer(answer: HttpAnswer) -> str:

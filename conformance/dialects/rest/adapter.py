@@ -41,6 +41,7 @@ from conformance.errors import (
     ProviderStartError,
     SchemaViolation,
     UsageError,
+    WireViolation,
 )
 from conformance.transcript import REDACTOR
 from conformance.transports.http import Credentials, HttpAnswer, HttpTransport, RetryPolicy
@@ -125,7 +126,7 @@ class RestAdapter(ProviderAdapter):
         health = self.profile.health
         try:
             answer = self._send(health, idempotent=True)
-        except (CallTimeout, ProviderCrashed) as exc:
+        except (CallTimeout, ProviderCrashed, WireViolation) as exc:
             raise ProviderStartError(f"the REST provider at {url} cannot be reached: {exc}") from None
         if answer.status not in health.success:
             raise ProviderStartError(f"the REST provider at {url} is not healthy: {health.method} {health.path} "
@@ -150,7 +151,7 @@ class RestAdapter(ProviderAdapter):
                 return self._send(self.profile.list, idempotent=True)
             if self.profile.get is not None:
                 return self._send(self.profile.get, {"id": "sandbox-conformance-credentials-probe"}, idempotent=True)
-        except (CallTimeout, ProviderCrashed) as exc:
+        except (CallTimeout, ProviderCrashed, WireViolation) as exc:
             raise ProviderStartError(f"the REST provider at {self.transport.base_url} stopped answering: {exc}") from None
         return None
 
@@ -158,7 +159,7 @@ class RestAdapter(ProviderAdapter):
         health = self.profile.health
         try:
             answer = self._send(health, idempotent=True)
-        except (CallTimeout, ProviderCrashed) as exc:
+        except (CallTimeout, ProviderCrashed, WireViolation) as exc:
             return HealthInfo("unreachable", str(exc))
         if answer.status in health.success:
             return HealthInfo("ok", None, _json_or_none(answer))
@@ -524,7 +525,7 @@ def open_rest_adapter(profile: Profile, base_url: str, run_labels: Mapping[str, 
     http = HttpTransport(base_url, credentials,
                          timeout_s=request_timeout(profile, call_timeout_s, call_timeout_given),
                          retries=RetryPolicy(profile.retry_attempts, profile.retry_backoff_s), channel=channel,
-                         transport=transport)
+                         transport=transport, max_answer_bytes=profile.max_answer_bytes)
     return RestAdapter(profile, http, run_labels, base_spec, call_timeout_s, call_timeout_given)
 
 

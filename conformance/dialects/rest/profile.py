@@ -15,6 +15,7 @@ import yaml
 from conformance import schemas
 from conformance.dialects.rest import templates
 from conformance.errors import UsageError
+from conformance.transports.http import DEFAULT_MAX_ANSWER_BYTES
 
 PROFILES_DIR = Path(__file__).resolve().parent.parent.parent / "profiles"
 SCHEMA_REF = schemas.SCHEMA_BASE + "rest-profile/profile.json"
@@ -80,6 +81,7 @@ class Profile:
     token_env: str | None
     auth_name: str | None
     request_timeout_s: float | None
+    max_answer_bytes: int  # the longest answer body read; a longer one fails its request
     retry_attempts: int
     retry_backoff_s: float
     error_message: str
@@ -258,6 +260,7 @@ def _build(document: dict[str, Any], source: str) -> Profile:
         name=document["name"], source=source, raw=document, base_url=document.get("base_url"),
         auth_scheme=auth["scheme"], token_env=auth.get("token_env"), auth_name=auth.get("name"),
         request_timeout_s=document.get("request_timeout_s"),
+        max_answer_bytes=document.get("max_answer_bytes", DEFAULT_MAX_ANSWER_BYTES),
         retry_attempts=retries.get("attempts", 1), retry_backoff_s=retries.get("backoff_s", 0.2),
         error_message=document.get("errors", {}).get("message", "/error"),
         capabilities=dict(document.get("capabilities", {})),
