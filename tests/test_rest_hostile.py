@@ -10,6 +10,7 @@ hold), so that a suite without these limits fails these tests instead of hanging
 from __future__ import annotations
 
 import contextlib
+import json
 import re
 import socket
 import threading
@@ -23,9 +24,9 @@ import httpx
 import pytest
 
 from conformance.adapter import ExecRequest
-from conformance.dialects.rest import parse_profile
+from conformance.dialects.rest import open_rest_adapter, parse_profile
 from conformance.dialects.rest.adapter import RestAdapter
-from conformance.errors import CallTimeout, WireViolation
+from conformance.errors import CallTimeout, ProviderStartError, UsageError, WireViolation
 from conformance.providers import ProviderConfig
 from conformance.reference import rest_server as server_module
 from conformance.reference.rest_server import EAGAIN_MESSAGE
@@ -190,18 +191,39 @@ def test_a_body_declared_longer_than_the_cap_is_refused_before_it_is_read() -> N
     assert len(http.request("GET", "/healthz").body) == CAP + 1
 
 
+def test_an_endless_health_answer_is_a_start_error_naming_the_cap() -> None:
+    """The health check that starts a run: an endless body there is one line naming the cap, not a hang."""
+    def endless() -> Iterator[bytes]:
+        chunk = b" " * 65536
+        for _ in range(FLOOD_LIMIT // len(chunk)):  # the safety net: a suite without a cap reads 64 MiB
+            yield chunk
+
+    mock_seen: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        mock_seen.append(request)
+        return httpx.Response(200, content=endless())
+
+    profile = parse_profile(FORKD_TEXT + f"max_answer_bytes: {CAP}\n", "test profile")
+    adapter = open_rest_adapter(profile, "http://provider.test", environ={TOKEN_ENV: "secret-token-123"},
+                                transport=httpx.MockTransport(handler))
+    with pytest.raises(ProviderStartError) as failure:
+        adapter.connect()
+    message = str(failure.value)
+    assert message.startswith("the REST provider at http://provider.test is not healthy: GET "), message
+    assert f"the answer body exceeded {CAP} bytes" in message, message
+    assert len(mock_seen) == 1  # a flood is not retried
+    assert adapter.health().status == "unknown"
+
+
 def test_the_cap_is_a_profile_key_with_a_generous_default(tmp_path: Path) -> None:
     assert parse_profile(FORKD_TEXT, "forkd").max_answer_bytes == DEFAULT_MAX_ANSWER_BYTES == 64 * 1024 * 1024
     profile = parse_profile(FORKD_TEXT + "max_answer_bytes: 1024\n", "test profile")
     assert profile.max_answer_bytes == 1024
-    from conformance.dialects.rest import open_rest_adapter
-
     adapter = open_rest_adapter(profile, "http://provider.test", environ={TOKEN_ENV: "secret-token-123"})
     assert adapter.transport.max_answer_bytes == 1024
     wrong = adapter.credentials.with_credentials("wrong")
     assert wrong.transport.max_answer_bytes == 1024  # the same cap for every credential's requests
-    from conformance.errors import UsageError
-
     with pytest.raises(UsageError, match="max_answer_bytes"):
         parse_profile(FORKD_TEXT + "max_answer_bytes: 0\n", "test profile")
 
@@ -248,22 +270,22 @@ def test_a_server_silent_after_its_headers_is_cut_off_at_the_deadline() -> None:
     timeout more."""
     def respond(connection: socket.socket, answers: Answers) -> None:
         connection.sendall(ANSWER_HEAD)
-        answers.stop.wait(0.8)
+        answers.stop.wait(1.8)
         with contextlib.suppress(OSError):
             connection.sendall(ANSWER_BODY[:1])
         answers.stop.wait(30)
 
     with raw_server(respond) as (url, _answers):
-        http = _transport(url, timeout_s=1.0)
+        http = _transport(url, timeout_s=2.0)
         started = time.monotonic()
         try:
-            with pytest.raises(CallTimeout, match="within 1.0s"):
+            with pytest.raises(CallTimeout, match="within 2.0s"):
                 http.request("GET", "/v1/sandboxes/sb-1")
         finally:
             http.close()
         elapsed = time.monotonic() - started
-    # the watchdog ends it at 1 s; a read timeout alone would have waited until 1.8 s
-    assert elapsed < 1.6, f"a 1 s deadline took {elapsed:.2f} s"
+    # the watchdog ends it at 2 s; a read timeout alone would have waited until 3.8 s
+    assert elapsed < 3.2, f"a 2 s deadline took {elapsed:.2f} s"
     assert _watchdogs_left() == []
 
 
@@ -311,8 +333,6 @@ class HostileHandler(server_module.Handler):
                 self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n")
                 flood(self.wfile.write, self.answers)
             else:
-                import json
-
                 body = json.dumps(answer.body).encode() + b" " * 100
                 head = b"HTTP/1.1 %d OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % (
                     answer.status, len(body))

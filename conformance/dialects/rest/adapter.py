@@ -126,8 +126,10 @@ class RestAdapter(ProviderAdapter):
         health = self.profile.health
         try:
             answer = self._send(health, idempotent=True)
-        except (CallTimeout, ProviderCrashed, WireViolation) as exc:
+        except (CallTimeout, ProviderCrashed) as exc:
             raise ProviderStartError(f"the REST provider at {url} cannot be reached: {exc}") from None
+        except WireViolation as exc:  # an answer past the body cap
+            raise ProviderStartError(f"the REST provider at {url} is not healthy: {exc}") from None
         if answer.status not in health.success:
             raise ProviderStartError(f"the REST provider at {url} is not healthy: {health.method} {health.path} "
                                      f"answered HTTP {answer.status} (expected {_listed(health.success)})"
@@ -151,16 +153,21 @@ class RestAdapter(ProviderAdapter):
                 return self._send(self.profile.list, idempotent=True)
             if self.profile.get is not None:
                 return self._send(self.profile.get, {"id": "sandbox-conformance-credentials-probe"}, idempotent=True)
-        except (CallTimeout, ProviderCrashed, WireViolation) as exc:
+        except (CallTimeout, ProviderCrashed) as exc:
             raise ProviderStartError(f"the REST provider at {self.transport.base_url} stopped answering: {exc}") from None
+        except WireViolation as exc:  # an answer past the body cap
+            raise ProviderStartError(f"the REST provider at {self.transport.base_url} answered the token check "
+                                     f"badly: {exc}") from None
         return None
 
     def health(self) -> HealthInfo:
         health = self.profile.health
         try:
             answer = self._send(health, idempotent=True)
-        except (CallTimeout, ProviderCrashed, WireViolation) as exc:
+        except (CallTimeout, ProviderCrashed) as exc:
             return HealthInfo("unreachable", str(exc))
+        except WireViolation as exc:  # an answer past the body cap
+            return HealthInfo("unknown", str(exc))
         if answer.status in health.success:
             return HealthInfo("ok", None, _json_or_none(answer))
         status = "unauthorized" if answer.status in AUTH_STATUSES else "unknown"
