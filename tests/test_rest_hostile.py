@@ -30,7 +30,7 @@ from conformance.errors import CallTimeout, ProviderStartError, UsageError, Wire
 from conformance.providers import ProviderConfig
 from conformance.reference import rest_server as server_module
 from conformance.reference.rest_server import EAGAIN_MESSAGE
-from conformance.transports.http import DEFAULT_MAX_ANSWER_BYTES, Credentials, HttpTransport
+from conformance.transports.http import DEFAULT_MAX_ANSWER_BYTES, WATCHDOG_THREAD, Credentials, HttpTransport
 from tests import inprocess
 from tests.helpers import REPO
 
@@ -42,7 +42,7 @@ TRICKLE_PAUSE_S = 0.05  # between two bytes of a trickled answer
 
 
 def _watchdogs_left() -> list[threading.Thread]:
-    return [thread for thread in threading.enumerate() if isinstance(thread, threading.Timer) and thread.is_alive()]
+    return [thread for thread in threading.enumerate() if thread.name == WATCHDOG_THREAD and thread.is_alive()]
 
 
 class Answers:

@@ -28,6 +28,7 @@ from conformance.errors import CallTimeout, ProviderCrashed, WireViolation
 Observer = Callable[[str, str, str], None]  # (channel, direction, text), as JsonRpcConnection's observers
 BODY_PREVIEW_CHARS = 2000
 DEFAULT_MAX_ANSWER_BYTES = 64 * 1024 * 1024  # a profile's max_answer_bytes, when it sets none
+WATCHDOG_THREAD = "rest-answer-deadline"  # the name of the thread that ends a late answer's connection
 
 
 @dataclass(frozen=True)
@@ -278,6 +279,7 @@ class _Watchdog:
             self._socket = sock
             self._timer = threading.Timer(max(0.0, self.ends_at - time.monotonic()), self._fire)
             self._timer.daemon = True
+            self._timer.name = WATCHDOG_THREAD
             self._timer.start()
 
     def _fire(self) -> None:
