@@ -26,6 +26,7 @@ from conformance.providers import (
     parse_env_pairs,
     profile_reference,
 )
+from conformance.transcript import REDACTOR
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -271,7 +272,7 @@ def report(outcome) -> int:
 
         append_step_summary(outcome.document.data)
     if outcome.note:
-        print(f"{PROG}: {outcome.note}", file=sys.stderr)
+        print(f"{PROG}: {REDACTOR.text(outcome.note)}", file=sys.stderr)
     elif outcome.exit_code == EXIT_FAILED and outcome.document is not None:
         for reason in outcome.document.reasons:
             print(f"{PROG}: FAIL: {reason}", file=sys.stderr)
@@ -542,7 +543,7 @@ def main(argv: list[str] | None = None) -> int:
             return command_doctor(args)
         return command_sweep(args)
     except ConformanceError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        print(f"{PROG}: error: {REDACTOR.text(str(exc))}", file=sys.stderr)  # a provider's words may hold a secret
         return EXIT_USAGE
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)

@@ -114,6 +114,10 @@ def finish(config: RunConfig, facts: RunFacts, catalogue: Iterable[CatalogueEntr
         seed=config.seed, interrupted=interrupted, strict=config.strict, baseline=baseline_report,
         shard=config.selection.shard,
     )
+    # Every string of it, not only the diagnostics: what a provider sent lands in the negotiation line, its
+    # identity and capabilities, its sandbox ids; an id holding a secret is recorded redacted (so `sweep
+    # --from-results` cannot delete it by id, and says so).
+    data = REDACTOR.strings(data)
     writer.write_document(Path(config.report_dir), data, config.report_formats)
     if config.update_baseline:
         write_baseline(config.update_baseline, results, previous=baseline)
