@@ -8,6 +8,9 @@ finds ``[REDACTED]`` where the secret was. What does not decode cleanly (a blob 
 to other base64 characters) is caught by the secret's base64 forms themselves: the characters that
 encode only the secret's bits, at each alignment; the one or two characters at either edge, which also
 encode neighbouring bits, carry at most 4 of the secret's bits each and are left.
+
+Every form is a literal string, looked for with ``in`` first: a text holding none (nearly all) costs a
+few substring searches per form, not a regex over many alternatives.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import base64
 import binascii
 import json
 import re
+import urllib.parse
 from collections.abc import Callable, Iterable
 
 # Encoded forms (hex, base64) shorter than this are not looked for in arbitrary text: a 5-character
@@ -24,31 +28,23 @@ MIN_ENCODED_CHARS = 8
 
 # A run of base64 characters (either alphabet) long enough to hide a secret; decoded and redacted inside.
 BASE64_RUN = re.compile(r"[A-Za-z0-9+/_-]{8,}={0,2}")
+_PERCENT = re.compile(r"%[0-9A-F]{2}")
+
+# What percent-encoders leave as it is besides letters, digits and "_.-~": none, a path's "/", and
+# JavaScript's encodeURIComponent set.
+_URL_SAFE_SETS = ("", "/", "!*'()")
 
 
-def _char_forms(char: str) -> list[str]:
-    """Regex alternatives for one character: itself, percent-encoded, JSON-escaped."""
-    forms = [re.escape(char)]
-    percent = "".join(f"%{byte:02X}" for byte in char.encode("utf-8"))
-    forms.append(f"(?i:{re.escape(percent)})")
-    if char == " ":
-        forms.append(r"\+")
-    escaped = json.dumps(char)[1:-1]  # ensure_ascii: \u00fc, \", \\, \n ...
-    if escaped != char:
-        forms.append(f"(?i:{re.escape(escaped)})" if escaped.startswith("\\u") else re.escape(escaped))
-    if char == "/":
-        forms.append(re.escape("\\/"))  # JSON may escape a solidus
+def text_forms(secret: str) -> set[str]:
+    """The secret raw, percent-encoded and JSON-escaped, in the variants common encoders produce."""
+    forms = {secret}
+    for safe in _URL_SAFE_SETS:
+        for quoted in (urllib.parse.quote(secret, safe=safe), urllib.parse.quote_plus(secret, safe=safe)):
+            forms |= {quoted, _PERCENT.sub(lambda m: m.group(0).lower(), quoted)}
+    for escaped in (json.dumps(secret)[1:-1], json.dumps(secret, ensure_ascii=False)[1:-1]):
+        upper_hex = re.sub(r"\\u([0-9a-f]{4})", lambda m: "\\u" + m.group(1).upper(), escaped)
+        forms |= {escaped, upper_hex, escaped.replace("/", "\\/")}
     return forms
-
-
-def text_form(secret: str) -> str:
-    """One regex matching the secret raw, percent-encoded or JSON-escaped, character by character (so a
-    text mixing them, ``a%2Fb\\u00fc``, matches too)."""
-    parts = []
-    for char in secret:
-        forms = _char_forms(char)
-        parts.append(f"(?:{'|'.join(forms)})" if len(forms) > 1 else forms[0])
-    return "".join(parts)
 
 
 def base64_cores(data: bytes) -> list[str]:
@@ -66,49 +62,74 @@ def base64_cores(data: bytes) -> list[str]:
     return cores
 
 
-def encoded_forms(secret: str) -> list[str]:
-    """Regexes for the secret's hex and base64 forms (those long enough to look for)."""
+def all_forms(secret: str) -> set[str]:
+    """Every form of the secret looked for: the text forms, and the hex and base64 ones long enough."""
     data = secret.encode("utf-8")
-    forms = []
+    forms = text_forms(secret) | set(base64_cores(data))
     if 2 * len(data) >= MIN_ENCODED_CHARS:
-        forms.append(f"(?i:{data.hex()})")
-    forms += [re.escape(core) for core in dict.fromkeys(base64_cores(data))]
+        forms |= {data.hex(), data.hex().upper()}
     return forms
 
 
-def compile_forms(secrets: Iterable[str]) -> tuple[re.Pattern[str], re.Pattern[bytes]] | None:
-    """One pattern over text and one over bytes (decoded base64) matching every form of every secret,
-    longest secrets first; None when there is no secret."""
-    alternatives: list[str] = []
-    for secret in sorted(set(secrets), key=len, reverse=True):
-        alternatives.append(text_form(secret))
-        alternatives += encoded_forms(secret)
-    if not alternatives:
-        return None
-    source = "|".join(alternatives)
-    return re.compile(source), re.compile(source.encode("utf-8"))
+class Forms:
+    """The forms of a set of secrets: which a text holds, and that text with them replaced."""
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        self.secrets = frozenset(secrets)
+        self.text = sorted({f for s in self.secrets for f in all_forms(s)}, key=len, reverse=True)
+        self.data = [f.encode("utf-8") for f in self.text]
+
+    def held(self, text: str) -> tuple[list[str], list[bytes]]:
+        """The forms ``text`` holds as it is, and those its base64 runs hold once decoded."""
+        in_text = [form for form in self.text if form in text]
+        decoded = b"\0".join(filter(None, (_decode(run) for run in BASE64_RUN.findall(text))))
+        in_data = [form for form in self.data if form in decoded] if decoded else []
+        return in_text, in_data
+
+    def redact(self, text: str, replacement: str) -> str:
+        in_text, in_data = self.held(text)
+        if in_data:
+            # base64 first: a blob is decoded and redacted inside before a match could cut it
+            pattern = re.compile(b"|".join(map(re.escape, in_data)))
+            text = BASE64_RUN.sub(lambda run: _redacted_run(run.group(0), pattern, replacement.encode()), text)
+            in_text = [form for form in in_text if form in text]
+        if in_text:
+            text = re.compile("|".join(map(re.escape, in_text))).sub(lambda _: replacement, text)
+        return text
 
 
-def redact_base64_runs(text: str, in_bytes: re.Pattern[bytes], replacement: bytes) -> str:
-    """Every run of base64 characters that decodes to bytes holding a secret form is decoded, redacted
-    and encoded again in the same alphabet (padded as it was)."""
-    return BASE64_RUN.sub(lambda run: _redacted_run(run.group(0), in_bytes, replacement), text)
-
-
-def _redacted_run(run: str, in_bytes: re.Pattern[bytes], replacement: bytes) -> str:
+def _alphabet(run: str) -> tuple[str, bool] | None:
+    """The run without padding, with a lone last character (which holds no byte) left off, and whether it
+    is URL-safe; None when it mixes both alphabets (no base64 text)."""
     body = run.rstrip("=")
     urlsafe = "-" in body or "_" in body
     if urlsafe and ("+" in body or "/" in body):
-        return run  # both alphabets at once: no base64 text
-    usable = body[: len(body) - (1 if len(body) % 4 == 1 else 0)]  # a lone trailing character holds no byte
+        return None
+    return body[: len(body) - (1 if len(body) % 4 == 1 else 0)], urlsafe
+
+
+def _decode(run: str) -> bytes | None:
+    shape = _alphabet(run)
+    if shape is None:
+        return None
+    body, urlsafe = shape
     decode: Callable[[str], bytes] = base64.urlsafe_b64decode if urlsafe else base64.b64decode
     try:
-        data = decode(usable + "=" * (-len(usable) % 4))
+        return decode(body + "=" * (-len(body) % 4))
     except (binascii.Error, ValueError):
+        return None
+
+
+def _redacted_run(run: str, in_bytes: re.Pattern[bytes], replacement: bytes) -> str:
+    """The run decoded, redacted and encoded again in its alphabet (padded as it was); as it was when it
+    holds no form."""
+    data = _decode(run)
+    if data is None:
         return run
-    redacted = in_bytes.sub(replacement, data)
+    redacted = in_bytes.sub(lambda _: replacement, data)
     if redacted == data:
         return run
+    urlsafe = "-" in run or "_" in run
     encode = base64.urlsafe_b64encode if urlsafe else base64.b64encode
     out = encode(redacted).decode("ascii")
     return out if run.endswith("=") else out.rstrip("=")

@@ -24,14 +24,14 @@ class Redactor:
     def __init__(self) -> None:
         self._secrets: set[str] = set()
         self._lock = threading.Lock()
-        self._patterns: tuple[re.Pattern[str], re.Pattern[bytes]] | None = None
+        self._forms: secret_forms.Forms | None = None
 
     def add(self, value: str | None) -> None:
         if value and len(value) >= 4:  # shorter strings would shred unrelated text
             with self._lock:
                 if value not in self._secrets:
                     self._secrets.add(value)
-                    self._patterns = secret_forms.compile_forms(self._secrets)
+                    self._forms = secret_forms.Forms(self._secrets)
 
     def add_environment(self, env: dict[str, str]) -> None:
         for name, value in env.items():
@@ -46,23 +46,28 @@ class Redactor:
 
     def text(self, text: str) -> str:
         with self._lock:
-            patterns = self._patterns
-        if patterns is None or not text:
+            forms = self._forms
+        if forms is None or not text:
             return text
-        in_text, in_bytes = patterns
-        # base64 first: a blob is decoded and redacted inside before its characters could be cut by a match
-        text = secret_forms.redact_base64_runs(text, in_bytes, REDACTED.encode("ascii"))
-        return in_text.sub(REDACTED, text)
+        return forms.redact(text, REDACTED)
 
     def strings(self, value: Any) -> Any:
-        """Every string in a JSON-like value redacted, keys included (a document a provider filled in)."""
-        if isinstance(value, str):
-            return self.text(value)
-        if isinstance(value, list):
-            return [self.strings(v) for v in value]
-        if isinstance(value, dict):
-            return {self.strings(k): self.strings(v) for k, v in value.items()}
-        return value
+        """Every string in a JSON-like value redacted, keys included (a document a provider filled in). The
+        secrets are looked for in all of it at once first: most documents hold none, and those that do
+        are redacted string by string for only the secrets they hold."""
+        with self._lock:
+            forms = self._forms
+        if forms is None:
+            return value
+        texts: list[str] = []
+        _collect(value, texts)
+        joined = "\0".join(texts)
+        in_text, in_data = forms.held(joined)
+        if not in_text and not in_data:
+            return value
+        held = secret_forms.Forms(s for s in forms.secrets
+                                  if set(secret_forms.all_forms(s)) & {*in_text, *(d.decode() for d in in_data)})
+        return _map_strings(value, lambda text: held.redact(text, REDACTED))
 
     def value(self, value: Any) -> Any:
         """Redact a JSON-like value: known secrets anywhere, and values under secret-looking keys."""
@@ -79,6 +84,28 @@ class Redactor:
                     out[key] = self.value(inner)
             return out
         return value
+
+
+def _collect(value: Any, texts: list[str]) -> None:
+    if isinstance(value, str):
+        texts.append(value)
+    elif isinstance(value, list):
+        for inner in value:
+            _collect(inner, texts)
+    elif isinstance(value, dict):
+        for key, inner in value.items():
+            _collect(key, texts)
+            _collect(inner, texts)
+
+
+def _map_strings(value: Any, change: Any) -> Any:
+    if isinstance(value, str):
+        return change(value)
+    if isinstance(value, list):
+        return [_map_strings(inner, change) for inner in value]
+    if isinstance(value, dict):
+        return {_map_strings(k, change): _map_strings(v, change) for k, v in value.items()}
+    return value
 
 
 REDACTOR = Redactor()
