@@ -272,7 +272,7 @@ def report(outcome) -> int:
 
         append_step_summary(outcome.document.data)
     if outcome.note:
-        print(f"{PROG}: {REDACTOR.text(outcome.note)}", file=sys.stderr)
+        print(f"{PROG}: {outcome.note}", file=sys.stderr)
     elif outcome.exit_code == EXIT_FAILED and outcome.document is not None:
         for reason in outcome.document.reasons:
             print(f"{PROG}: FAIL: {reason}", file=sys.stderr)

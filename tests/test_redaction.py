@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import io
 import json
 import re
 import secrets
@@ -153,3 +154,27 @@ def test_a_redacted_sandbox_id_is_not_swept_and_says_why(tmp_path: Path) -> None
                                    moved=True)
     assert outcome.exit_code == 1 and not outcome.deleted
     assert "redacted" in outcome.left[f"host-1-{REDACTED}"], outcome.left
+
+
+def test_sweep_lines_and_one_line_errors_show_no_secret(monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """What the CLI prints itself, outside any report: a sweep's per-sandbox lines (ids the provider
+    listed) and the one-line error of a provider that failed its handshake, quoting what it said."""
+    from conformance import cli
+    from conformance.errors import ProviderStartError
+    from conformance.transcript import REDACTOR
+
+    secret = _canary("printed")
+    REDACTOR.add(secret)  # as register_secrets does for every value handed to the provider
+    printed = io.StringIO()
+    sweep.print_result(sweep.SweepResult(label="x", deleted=[f"host-{secret}"],
+                                         left={"host-2": f"refused: {_forms(secret)[1]}"}), out=printed)
+
+    def refused(args: object) -> int:
+        raise ProviderStartError(f"provider 'p' did not complete the handshake: {' '.join(_forms(secret))}")
+
+    monkeypatch.setattr(cli, "command_run", refused)
+    assert cli.main(["run"]) == 2
+    err = capsys.readouterr().err
+    assert "did not complete the handshake" in err and REDACTED in err and REDACTED in printed.getvalue()
+    _assert_nowhere({"secret": secret}, {"sweep output": printed.getvalue(), "stderr": err})
