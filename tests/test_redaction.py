@@ -178,3 +178,17 @@ def test_sweep_lines_and_one_line_errors_show_no_secret(monkeypatch: pytest.Monk
     err = capsys.readouterr().err
     assert "did not complete the handshake" in err and REDACTED in err and REDACTED in printed.getvalue()
     _assert_nowhere({"secret": secret}, {"sweep output": printed.getvalue(), "stderr": err})
+
+
+def test_a_secret_the_transcript_cut_goes_through_shows_no_part() -> None:
+    """An entry longer than the transcript keeps is cut; a secret the cut went through is redacted first."""
+    from conformance.transcript import REDACTOR, Transcript
+
+    secret = f"cut-{secrets.token_hex(16)}"
+    REDACTOR.add(secret)
+    transcript = Transcript(max_entry_chars=60)
+    transcript.record("provider", "received", "x" * 50 + secret + "y" * 50)
+    transcript.record("provider", "received", "x" * 50 + base64.b64encode(secret.encode()).decode() + "y" * 50)
+    shown = "\n".join(transcript.render())
+    assert "more characters" in shown and REDACTED[:10] in shown, shown
+    assert secret[:8] not in shown and base64.b64encode(secret.encode()).decode()[:8] not in shown, shown
