@@ -114,7 +114,7 @@ def test_a_rest_token_an_answer_echoes_is_redacted_in_every_form(tmp_path: Path,
     token = f"tok{secrets.token_hex(12)}"
 
     class Echoing(ForkdApp):
-        def live(self, sandbox_id: str):  # noqa: ANN201 - the seam's own type
+        def live(self, sandbox_id: str):
             try:
                 return super().live(sandbox_id)
             except Answer:  # an unknown id: a failure (not the 404 it owes) with the token in every form
@@ -192,3 +192,24 @@ def test_a_secret_the_transcript_cut_goes_through_shows_no_part() -> None:
     shown = "\n".join(transcript.render())
     assert "more characters" in shown and REDACTED[:10] in shown, shown
     assert secret[:8] not in shown and base64.b64encode(secret.encode()).decode()[:8] not in shown, shown
+
+
+def test_a_short_secret_never_rewrites_what_the_suite_itself_fills_in(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--env LOG=error`: the value is redacted where a provider's words land, but an outcome, a level or
+    the transport (schema enums, read by every report) stay the suite's words."""
+    from conformance import engine
+
+    redactor = Redactor()  # not the process-wide one: "error" would shred every other test's output
+    for value in ("error", "must", "stdio"):
+        redactor.add(value)
+    monkeypatch.setattr(engine, "REDACTOR", redactor)
+    document = {
+        "provider": {"kind": "stdio-ish", "transport": "stdio", "dialect": "sandbox-driver-v1"},
+        "sandboxes": {"ids": ["sbx-error"]}, "wire_violations_outside_scenarios": ["an error"],
+        "verdict": {"passed": False, "reasons": ["1 MUST scenario(s) failed: a"], "warnings": []},
+        "scenarios": [{"id": "a", "outcome": "error", "level": "must", "message": "an error", "transcript": []}],
+    }
+    shown = engine.redact_document(document)
+    assert shown["scenarios"][0] == {**document["scenarios"][0], "message": f"an {REDACTED}"}
+    assert shown["provider"] == {**document["provider"], "kind": f"{REDACTED}-ish"}
+    assert shown["sandboxes"]["ids"] == [f"sbx-{REDACTED}"]
