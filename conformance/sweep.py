@@ -11,7 +11,8 @@ A provider that cannot list by label (forkd's API has no labels) is swept by id 
 and ``died_holding``), or with ``--all-recorded`` every one it created (``sandboxes.ids``: for a provider
 whose deletes were answered but may not have taken effect), counting one already gone as done. Only
 through the provider the run used: an id means nothing to another provider, and one that reuses ids
-would lose a sandbox that is not the run's.
+would lose a sandbox that is not the run's. An id that held a value handed to the provider was recorded
+redacted: it names no sandbox, so it is counted as left, saying why, never sent as a delete.
 """
 
 from __future__ import annotations
