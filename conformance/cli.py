@@ -26,6 +26,7 @@ from conformance.providers import (
     parse_env_pairs,
     profile_reference,
 )
+from conformance.transcript import REDACTOR
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
@@ -542,7 +543,7 @@ def main(argv: list[str] | None = None) -> int:
             return command_doctor(args)
         return command_sweep(args)
     except ConformanceError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        print(f"{PROG}: error: {REDACTOR.text(str(exc))}", file=sys.stderr)  # a provider's words may hold a secret
         return EXIT_USAGE
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)

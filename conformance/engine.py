@@ -114,10 +114,43 @@ def finish(config: RunConfig, facts: RunFacts, catalogue: Iterable[CatalogueEntr
         seed=config.seed, interrupted=interrupted, strict=config.strict, baseline=baseline_report,
         shard=config.selection.shard,
     )
+    data = redact_document(data)
     writer.write_document(Path(config.report_dir), data, config.report_formats)
     if config.update_baseline:
         write_baseline(config.update_baseline, results, previous=baseline)
     return Document(data)
+
+
+# What the suite itself fills in and a schema constrains (an enum): never a provider's words, and a short
+# secret such as `--env MODE=stdio` must not turn it into "[REDACTED]".
+_PROVIDER_OWN = ("dialect", "transport", "sandboxes_per_process")
+# A scenario's parts that quote the provider; the rest (ids, names, outcomes, levels, texts) is the suite's.
+_SCENARIO_QUOTES = ("message", "transcript", "stderr", "reproduce", "findings")
+
+
+def redact_document(data: dict[str, Any]) -> dict[str, Any]:
+    """Every string where a provider's words land, not only the diagnostics: the negotiation line, its
+    identity and capabilities, its sandbox ids, the violations outside scenarios, the verdict's reasons.
+    An id holding a secret is recorded redacted (so `sweep --from-results` cannot delete it by id, and
+    says so). One ``strings`` call over all of it: a document holding no secret costs one search."""
+    quoted = {
+        "provider": {k: v for k, v in data["provider"].items() if k not in _PROVIDER_OWN},
+        "sandboxes": data["sandboxes"],
+        "wire_violations_outside_scenarios": data["wire_violations_outside_scenarios"],
+        "verdict": {k: data["verdict"][k] for k in ("reasons", "warnings")},
+        "scenarios": [{k: s[k] for k in _SCENARIO_QUOTES if k in s} for s in data["scenarios"]],
+    }
+    redacted = REDACTOR.strings(quoted)
+    if redacted is quoted:
+        return data
+    return {
+        **data,
+        "provider": {**data["provider"], **redacted["provider"]},
+        "sandboxes": redacted["sandboxes"],
+        "wire_violations_outside_scenarios": redacted["wire_violations_outside_scenarios"],
+        "verdict": {**data["verdict"], **redacted["verdict"]},
+        "scenarios": [{**s, **r} for s, r in zip(data["scenarios"], redacted["scenarios"], strict=True)],
+    }
 
 
 def merge_repetitions(config: RunConfig, documents: list[Document]) -> Document:

@@ -11,7 +11,8 @@ A provider that cannot list by label (forkd's API has no labels) is swept by id 
 and ``died_holding``), or with ``--all-recorded`` every one it created (``sandboxes.ids``: for a provider
 whose deletes were answered but may not have taken effect), counting one already gone as done. Only
 through the provider the run used: an id means nothing to another provider, and one that reuses ids
-would lose a sandbox that is not the run's.
+would lose a sandbox that is not the run's. An id that held a value handed to the provider was recorded
+redacted: it names no sandbox, so it is counted as left, saying why, never sent as a delete.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from conformance.errors import (
     UsageError,
 )
 from conformance.providers import ProviderConfig, verify_pin
+from conformance.transcript import REDACTED, REDACTOR
 
 SETTLED_STATES = ("deleted", "deleting")
 
@@ -140,6 +142,10 @@ def sweep_recorded(config: ProviderConfig, path: Path, every: bool = False, move
         adapter = connections.shared()
         _same_provider(path, document["provider"], adapter.identity, moved)
         for sandbox_id in ids:
+            if REDACTED in sandbox_id:
+                result.left[sandbox_id] = ("its id held a value handed to the provider and was recorded redacted: "
+                                           "it cannot be deleted by id (sweep by --run-id, or delete it by hand)")
+                continue
             before = _gone(adapter, sandbox_id)
             if before is True:
                 result.gone.append(sandbox_id)
@@ -180,12 +186,13 @@ def _gone(adapter: Any, sandbox_id: str) -> bool | None:
 def print_result(result: SweepResult, out: TextIO | None = None) -> None:
     """One line per deleted sandbox, one per sandbox left (with why), then the summary."""
     out = sys.stdout if out is None else out  # looked up when called: a redirected stdout counts
+    # a provider's ids and words may hold a value handed to it (sweep by label lists them from the provider)
     for sandbox_id in result.deleted:
-        print(f"deleted {sandbox_id}", file=out)
+        print(REDACTOR.text(f"deleted {sandbox_id}"), file=out)
     for sandbox_id in result.gone:
-        print(f"already gone {sandbox_id}", file=out)
+        print(REDACTOR.text(f"already gone {sandbox_id}"), file=out)
     for sandbox_id, why in result.left.items():
-        print(f"not deleted {sandbox_id}: {why}", file=out)
+        print(REDACTOR.text(f"not deleted {sandbox_id}: {why}"), file=out)
     if not result.deleted and not result.left and not result.gone:
         print(f"swept {result.label}: nothing to delete", file=out)
         return

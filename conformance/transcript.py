@@ -9,6 +9,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
+from conformance import secret_forms
+
 REDACTED = "[REDACTED]"
 
 # Names whose values are secrets wherever they appear (environment variables, headers, JSON keys).
@@ -16,16 +18,20 @@ SECRET_NAME = re.compile(r"(?i)(token|secret|password|passwd|api[_-]?key|credent
 
 
 class Redactor:
-    """Replaces every known secret value, and the value of any secret-looking key, before output."""
+    """Replaces every known secret value, in each of the forms it can take (``conformance/secret_forms.py``:
+    raw, percent-encoded, JSON-escaped, hex, base64), and the value of any secret-looking key, before output."""
 
     def __init__(self) -> None:
         self._secrets: set[str] = set()
         self._lock = threading.Lock()
+        self._forms: secret_forms.Forms | None = None
 
     def add(self, value: str | None) -> None:
         if value and len(value) >= 4:  # shorter strings would shred unrelated text
             with self._lock:
-                self._secrets.add(value)
+                if value not in self._secrets:
+                    self._secrets.add(value)
+                    self._forms = secret_forms.Forms(self._secrets)
 
     def add_environment(self, env: dict[str, str]) -> None:
         for name, value in env.items():
@@ -33,17 +39,35 @@ class Redactor:
                 self.add(value)
 
     def longest(self) -> int:
-        """The length of the longest known secret (0 when none): how far past a cut a secret may reach."""
+        """The length of the longest form of a known secret (0 when none): how far past a cut a secret may
+        reach. Its longest form is JSON-escaped (6 characters a byte) or percent-encoded (3 a byte)."""
         with self._lock:
-            return max(map(len, self._secrets), default=0)
+            return max((6 * len(s.encode("utf-8")) for s in self._secrets), default=0)
 
     def text(self, text: str) -> str:
         with self._lock:
-            secrets = sorted(self._secrets, key=len, reverse=True)
-        for secret in secrets:
-            if secret in text:
-                text = text.replace(secret, REDACTED)
-        return text
+            forms = self._forms
+        if forms is None or not text:
+            return text
+        return forms.redact(text, REDACTED)
+
+    def strings(self, value: Any) -> Any:
+        """Every string in a JSON-like value redacted, keys included (a document a provider filled in). The
+        secrets are looked for in all of it at once first: most documents hold none, and those that do
+        are redacted string by string for only the secrets they hold."""
+        with self._lock:
+            forms = self._forms
+        if forms is None:
+            return value
+        texts: list[str] = []
+        _collect(value, texts)
+        joined = "\0".join(texts)
+        in_text, in_data = forms.held(joined)
+        if not in_text and not in_data:
+            return value
+        held = secret_forms.Forms(s for s in forms.secrets
+                                  if set(secret_forms.all_forms(s)) & {*in_text, *(d.decode() for d in in_data)})
+        return _map_strings(value, lambda text: held.redact(text, REDACTED))
 
     def value(self, value: Any) -> Any:
         """Redact a JSON-like value: known secrets anywhere, and values under secret-looking keys."""
@@ -60,6 +84,28 @@ class Redactor:
                     out[key] = self.value(inner)
             return out
         return value
+
+
+def _collect(value: Any, texts: list[str]) -> None:
+    if isinstance(value, str):
+        texts.append(value)
+    elif isinstance(value, list):
+        for inner in value:
+            _collect(inner, texts)
+    elif isinstance(value, dict):
+        for key, inner in value.items():
+            _collect(key, texts)
+            _collect(inner, texts)
+
+
+def _map_strings(value: Any, change: Any) -> Any:
+    if isinstance(value, str):
+        return change(value)
+    if isinstance(value, list):
+        return [_map_strings(inner, change) for inner in value]
+    if isinstance(value, dict):
+        return {_map_strings(k, change): _map_strings(v, change) for k, v in value.items()}
+    return value
 
 
 REDACTOR = Redactor()
@@ -93,7 +139,9 @@ class Transcript:
 
     def record(self, channel: str, direction: str, text: str) -> None:
         if len(text) > self._max_chars:
-            text = f"{text[: self._max_chars]}… [{len(text) - self._max_chars} more characters]"
+            # Redacted before the cut: a secret the cut went through would otherwise show its first part.
+            window = REDACTOR.text(text[: self._max_chars + REDACTOR.longest()])
+            text = f"{window[: self._max_chars]}… [{len(text) - self._max_chars} more characters]"
         entry = TranscriptEntry(round(time.monotonic() - self._start, 3), channel, direction, text)
         with self._lock:
             if len(self._head) < self._head_limit:
