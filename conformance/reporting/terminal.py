@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from conformance.inert import inert_tree
 from conformance.reporting.markdown import skips_by_reason
 from conformance.reporting.model import is_other_dialect_skip
 
@@ -50,7 +51,9 @@ def failure_label(outcome: str, level: str | None, expected: bool = False) -> st
 
 def render_summary(document: dict[str, Any], width: int = 110, color: bool = False, plain: bool = False) -> str:
     """The summary as text; ``plain`` gives the counts as one self-describing line per level instead of a
-    table, whose headers a narrow or unknown width (COLUMNS unset in CI) truncates to ``disab…``."""
+    table, whose headers a narrow or unknown width (COLUMNS unset in CI) truncates to ``disab…``. Every text of
+    the document is made inert first: one read back from disk may come from an older suite or another hand."""
+    document = inert_tree(document)
     buffer = io.StringIO()
     console = Console(file=buffer, width=width, force_terminal=color, no_color=not color, highlight=False)
     provider = document["provider"]

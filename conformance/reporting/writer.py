@@ -12,6 +12,7 @@ from typing import Any
 
 from conformance import __version__, schemas
 from conformance.errors import HarnessError
+from conformance.inert import inert_tree
 from conformance.reporting.badge import write_badges
 from conformance.reporting.gaps import gap_section
 from conformance.reporting.html import write_html
@@ -74,7 +75,10 @@ _FAILURE_ORDER = {"error": 0, "failed": 1, "xpass": 2}
 
 
 def finish_document(document: dict[str, Any]) -> dict[str, Any]:
-    """Derive what follows from the scenarios: per-level counts, the failure list, the verdict."""
+    """Make every text in it inert (provider text reaches every report and the terminal from here), then derive
+    what follows from the scenarios: per-level counts, the failure list, the verdict."""
+    for key, value in list(document.items()):
+        document[key] = inert_tree(value)
     scenarios = document["scenarios"]
     document["summary"]["levels"] = level_counts(scenarios)
     document["failures"] = [s["id"] for s in sorted(scenarios, key=lambda s: _FAILURE_ORDER.get(s["outcome"], 9))
