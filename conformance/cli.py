@@ -19,7 +19,7 @@ from typing import Any, NoReturn
 from conformance import __version__
 from conformance.config import DEFAULT_CALL_TIMEOUT_S, PROG, RunConfig, call_timeout, load_create_spec, startup_timeout
 from conformance.errors import ConformanceError, UsageError
-from conformance.inert import inert
+from conformance.inert import inert, inert_line
 from conformance.providers import (
     DIALECTS,
     SANDBOXES_PER_PROCESS,
@@ -272,10 +272,10 @@ def report(outcome) -> int:
 
         append_step_summary(outcome.document.data)
     if outcome.note:
-        print(f"{PROG}: {inert(outcome.note)}", file=sys.stderr)
+        print(f"{PROG}: {inert_line(outcome.note)}", file=sys.stderr)
     elif outcome.exit_code == EXIT_FAILED and outcome.document is not None:
         for reason in outcome.document.reasons:
-            print(f"{PROG}: FAIL: {inert(reason)}", file=sys.stderr)
+            print(f"{PROG}: FAIL: {inert_line(reason)}", file=sys.stderr)
     return outcome.exit_code
 
 
@@ -543,7 +543,7 @@ def main(argv: list[str] | None = None) -> int:
             return command_doctor(args)
         return command_sweep(args)
     except ConformanceError as exc:
-        print(f"{PROG}: error: {inert(str(exc))}", file=sys.stderr)  # it may quote what a provider sent
+        print(f"{PROG}: error: {inert_line(str(exc))}", file=sys.stderr)  # it may quote what a provider sent
         return EXIT_USAGE
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)

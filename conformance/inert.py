@@ -35,6 +35,13 @@ def inert(text: str) -> str:
     return _ACTIVE.sub(_escape, text)
 
 
+def inert_line(text: str) -> str:
+    """``text`` inert and on one line (line feeds escaped too): for what promises one line per item (an exit-2
+    error, a doctor check, a FAIL reason), whose next line a provider must not write: in a CI log a line
+    of its own that begins with ``::`` is a workflow command."""
+    return inert(text).replace("\n", "\\x0a")
+
+
 def inert_tree(value: Any) -> Any:
     """A JSON-like value (a document, a provider description) with every string in it, keys included, inert."""
     if isinstance(value, str):

@@ -31,7 +31,7 @@ from conformance.errors import (
     ProviderViolation,
     UsageError,
 )
-from conformance.inert import inert
+from conformance.inert import inert_line
 from conformance.providers import ProviderConfig, verify_pin
 
 SETTLED_STATES = ("deleted", "deleting")
@@ -182,13 +182,13 @@ def print_result(result: SweepResult, out: TextIO | None = None) -> None:
     """One line per deleted sandbox, one per sandbox left (with why), then the summary."""
     out = sys.stdout if out is None else out  # looked up when called: a redirected stdout counts
     for sandbox_id in result.deleted:
-        print(inert(f"deleted {sandbox_id}"), file=out)
+        print(inert_line(f"deleted {sandbox_id}"), file=out)
     for sandbox_id in result.gone:
-        print(inert(f"already gone {sandbox_id}"), file=out)
+        print(inert_line(f"already gone {sandbox_id}"), file=out)
     for sandbox_id, why in result.left.items():
-        print(inert(f"not deleted {sandbox_id}: {why}"), file=out)
+        print(inert_line(f"not deleted {sandbox_id}: {why}"), file=out)
     if not result.deleted and not result.left and not result.gone:
-        print(inert(f"swept {result.label}: nothing to delete"), file=out)
+        print(inert_line(f"swept {result.label}: nothing to delete"), file=out)
         return
     gone = f", {len(result.gone)} already gone" if result.gone else ""
-    print(inert(f"swept {result.label}: {len(result.deleted)} deleted{gone}, {len(result.left)} left"), file=out)
+    print(inert_line(f"swept {result.label}: {len(result.deleted)} deleted{gone}, {len(result.left)} left"), file=out)

@@ -20,9 +20,11 @@ from pathlib import Path
 import pytest
 
 from conformance import cli
-from conformance.inert import inert, inert_tree
+from conformance.inert import inert, inert_line, inert_tree
 from conformance.providers import ProviderConfig
+from conformance.reporting import writer
 from conformance.reporting.progress import failure_line
+from conformance.reporting.terminal import render_summary
 from tests.hostile import terminal_escapes as hostile
 from tests.inprocess import run_suite
 
@@ -50,6 +52,7 @@ def test_inert_escapes_what_acts_on_a_terminal_and_keeps_the_rest() -> None:
     ordinary = "café ✓ 日本語 🎉 \\x1b (already a backslash)"
     assert inert(ordinary) == ordinary
     assert inert(inert(hostile.ATTACK)) == inert(hostile.ATTACK)  # idempotent: a report read back is unchanged
+    assert inert_line(f"refused\n{hostile.WORKFLOW_COMMAND}") == f"refused\\x0a{hostile.WORKFLOW_COMMAND}"
     assert inert_tree({"k\x1b": ["v\x07", 1, None]}) == {"k\\x1b": ["v\\x07", 1, None]}
 
 
@@ -130,6 +133,23 @@ def test_every_report_is_valid_for_its_format_and_shows_provider_text_escaped(ho
     ET.fromstring(_report_text(reports / "badge.svg").encode("utf-8"))
 
 
+def test_an_ansi_coloured_stderr_line_keeps_junit_xml_well_formed(hostile_run, tmp_path: Path) -> None:
+    """The commonest case, no attack at all: a plugin that colours its log lines."""
+    document = json.loads((hostile_run.report_dir / "results.json").read_text(encoding="utf-8"))
+    failed = next(s for s in document["scenarios"] if s["outcome"] == "failed")
+    failed["stderr"] = "\x1b[32mINFO\x1b[0m listening\n\x1b[31mERROR\x1b[0m exec failed"
+    writer.write_document(tmp_path, document)
+    junit = ET.parse(tmp_path / "junit.xml").getroot()
+    assert "\\x1b[31mERROR\\x1b[0m exec failed" in "".join(junit.itertext())
+
+
+def test_a_provider_version_that_looks_like_markup_is_shown_as_it_is(hostile_run) -> None:
+    """The summary's rule names the provider's kind and version: rich markup in them is text, not a crash."""
+    document = json.loads((hostile_run.report_dir / "results.json").read_text(encoding="utf-8"))
+    document["provider"]["version"] = "[/bold] [link=https://example.invalid]1.0"
+    assert "[/bold] [link=https://example.invalid]1.0" in render_summary(document, width=200)
+
+
 # -- one-line errors and doctor: a plugin that refuses the handshake with planted text ---------------------
 
 
@@ -145,10 +165,12 @@ def test_a_one_line_error_and_doctor_show_the_refusal_escaped(tmp_path: Path) ->
     code, out, err = _cli("run", "--no-config", "--plugin", plugin, "--report-dir", str(tmp_path / "run"),
                           "--scenario", SCENARIOS[0])
     assert code == 2 and not out
-    assert len(err.splitlines()) == 1 and "did not complete the handshake" in err
+    assert len(err.splitlines()) == 1 and "did not complete the handshake" in err  # no line of the plugin's
+    assert f"\\x0a{hostile.WORKFLOW_COMMAND}" in err
     _assert_inert(err, "the exit-2 error line")
     code, out, err = _cli("doctor", "--no-config", "--plugin", plugin, "--report-dir", str(tmp_path / "doctor"))
     assert code == 1 and "handshake failed" in out
+    assert not any(line.startswith("::") for line in out.splitlines())
     _assert_inert(out, "doctor's output")
 
 

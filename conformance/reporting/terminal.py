@@ -58,8 +58,8 @@ def render_summary(document: dict[str, Any], width: int = 110, color: bool = Fal
     console = Console(file=buffer, width=width, force_terminal=color, no_color=not color, highlight=False)
     provider = document["provider"]
     mode = provider.get("sandboxes_per_process")
-    console.rule(f"sandbox-conformance {document['suite']['version']} · {provider.get('kind')} "
-                 f"{provider.get('version')} · {provider.get('dialect')} over {provider.get('transport')}")
+    console.rule(Text(f"sandbox-conformance {document['suite']['version']} · {provider.get('kind')} "  # no markup:
+                      f"{provider.get('version')} · {provider.get('dialect')} over {provider.get('transport')}"))
     negotiation = provider.get("negotiation")
     console.print(f"run {document['run']['id']}"
                   + (f" · {mode} sandbox{'es' if mode == 'many' else ''} per process" if mode else "")
@@ -80,7 +80,7 @@ def render_summary(document: dict[str, Any], width: int = 110, color: bool = Fal
             text = texts.get(requirement, "")
             console.print(f"  {requirement} ({(scenario['level'] or '').upper()}): {text}", markup=False, soft_wrap=True)
         if scenario.get("step"):
-            console.print(f"  step: {scenario['step']}")
+            console.print(f"  step: {scenario['step']}", markup=False)
         for line in (scenario.get("message") or "").splitlines():
             console.print(f"  | {line}", markup=False, soft_wrap=True)
         transcript = scenario.get("transcript") or []

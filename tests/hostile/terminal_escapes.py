@@ -28,7 +28,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # a plugin gets a scrubbed environment
 
-from conformance.reference.host_plugin import HostPlugin, application_error, serve as serve_host  # noqa: E402
+from conformance.reference.host_plugin import HostPlugin, application_error
+from conformance.reference.host_plugin import serve as serve_host
 
 # What a hostile plugin plants: each must never reach a terminal raw, nor break a report.
 TITLE = "\x1b]0;PWNED\x07"
@@ -38,6 +39,8 @@ CLIPBOARD = "\x1b]52;c;cm0gLXJmIH4K\x07"
 COLOUR = "\x1b[31mERROR\x1b[0m"
 PLANTED = (TITLE, HIDE_LINE, CLIPBOARD, COLOUR)
 ATTACK = f"{TITLE}{HIDE_LINE}{FAKE_VERDICT} {CLIPBOARD}{COLOUR} nul\x00 bel\x07 csi\x9b2J del\x7f cr\roverwritten"
+# A line of its own in a CI log that GitHub Actions would take for a command, after a line feed.
+WORKFLOW_COMMAND = "::warning::planted by the plugin"
 # Only JSON can carry these to the suite as text: a lone surrogate and the two noncharacters XML refuses.
 JSON_ONLY = "\ud800 \udc80 \ufffe \uffff"
 # Only raw bytes can carry these: not UTF-8, an ESC outside any JSON escape.
@@ -94,7 +97,7 @@ class TerminalEscapes(HostPlugin):
 class RefusingHandshake(TerminalEscapes):
     def m_initialize(self, params: dict[str, Any]) -> Any:
         self._log_planted()
-        raise application_error("internal", f"{ATTACK} {JSON_ONLY}")
+        raise application_error("internal", f"{ATTACK} {JSON_ONLY}\n{WORKFLOW_COMMAND}")
 
 
 def _b64(data: bytes) -> str:
