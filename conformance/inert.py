@@ -13,6 +13,7 @@ twice (a report read back and printed) reads the same.
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -43,11 +44,29 @@ def inert_line(text: str) -> str:
 
 
 def inert_tree(value: Any) -> Any:
-    """A JSON-like value (a document, a provider description) with every string in it, keys included, inert."""
+    """A JSON-like value (a document, a provider description) with every string in it, keys included, inert;
+    ``value`` itself when nothing in it needs escaping (the common case, told at C speed: a run's document
+    has hundreds of scenarios, and walking them in Python costs a tenth of a second)."""
+    try:
+        if not _ACTIVE_IN_JSON.search(json.dumps(value)):
+            return value
+    except (TypeError, ValueError):  # not JSON (a set, a circular value): walk it
+        pass
+    return _walk(value)
+
+
+# What json.dumps (ASCII) writes for a character ``_ACTIVE`` matches: a short escape or a \u escape. A literal
+# backslash before such letters matches too (``C:\\repo``): that costs a walk, never a miss. Kept in step with
+# _ACTIVE by tests/test_hostile_escapes.py, which tries every code point.
+_ACTIVE_IN_JSON = re.compile(r"\\(?:[bfr]|u(?:00[01][0-9a-f]|007f|00[89][0-9a-f]|d[89a-f][0-9a-f]{2}|fff[ef]|061c|200[ef]"
+                             r"|202[89a-e]|206[6-9]))")
+
+
+def _walk(value: Any) -> Any:
     if isinstance(value, str):
         return inert(value)
     if isinstance(value, list | tuple):
-        return [inert_tree(item) for item in value]
+        return [_walk(item) for item in value]
     if isinstance(value, dict):
-        return {inert(key) if isinstance(key, str) else key: inert_tree(item) for key, item in value.items()}
+        return {inert(key) if isinstance(key, str) else key: _walk(item) for key, item in value.items()}
     return value

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from conformance import cli
-from conformance.inert import inert, inert_line, inert_tree
+from conformance.inert import _ACTIVE, inert, inert_line, inert_tree
 from conformance.providers import ProviderConfig
 from conformance.reporting import writer
 from conformance.reporting.progress import failure_line
@@ -54,6 +54,17 @@ def test_inert_escapes_what_acts_on_a_terminal_and_keeps_the_rest() -> None:
     assert inert(inert(hostile.ATTACK)) == inert(hostile.ATTACK)  # idempotent: a report read back is unchanged
     assert inert_line(f"refused\n{hostile.WORKFLOW_COMMAND}") == f"refused\\x0a{hostile.WORKFLOW_COMMAND}"
     assert inert_tree({"k\x1b": ["v\x07", 1, None]}) == {"k\\x1b": ["v\\x07", 1, None]}
+
+
+def test_the_quick_check_of_a_tree_misses_no_character_inert_escapes() -> None:
+    """``inert_tree`` returns a value untouched when its JSON shows nothing to escape: every character
+    ``inert`` escapes must show, alone and after backslashes (an escaped one must not hide it)."""
+    active = set(_ACTIVE.findall("".join(map(chr, range(0x110000)))))
+    assert len(active) > 2000  # C0, C1, the surrogates, ...
+    for character in sorted(active):
+        for text in (character, f"\\{character}", f"\\\\{character}x"):
+            assert inert_tree({"k": [text]}) == {"k": [inert(text)]}, repr(text)
+    assert inert_tree({"k": ["C:\\repo\\bin", "tab\tline\n"]}) == {"k": ["C:\\repo\\bin", "tab\tline\n"]}
 
 
 def test_a_failure_line_shows_a_provider_message_escaped() -> None:
