@@ -256,8 +256,9 @@ def command_report_merge(args: argparse.Namespace) -> int:
     table = matrix.merge_providers(groups, Path(args.out), args.label)
     for provider in table["providers"]:
         must = provider["must"]
-        print(inert(f"{'PASS' if provider['verdict']['passed'] else 'FAIL'} {provider['label']}: MUST {must['passed']} "
-                    f"passed, {must['failed']} failed, {must['error']} errors (run in {Path(args.out) / provider['slug']})"))
+        verdict = "PASS" if provider["verdict"]["passed"] else "FAIL"
+        print(inert(f"{verdict} {provider['label']}: MUST {must['passed']} passed, {must['failed']} failed, "
+                    f"{must['error']} errors (run in {Path(args.out) / provider['slug']})"))
     print(f"{len(table['scenarios'])} scenarios, {table['disagreements']} where providers disagree: "
           f"{Path(args.out) / 'matrix.html'} (also matrix.md, matrix.json)")
     return EXIT_OK if all(provider["verdict"]["passed"] for provider in table["providers"]) else EXIT_FAILED

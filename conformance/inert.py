@@ -58,8 +58,8 @@ def inert_tree(value: Any) -> Any:
 # What json.dumps (ASCII) writes for a character ``_ACTIVE`` matches: a short escape or a \u escape. A literal
 # backslash before such letters matches too (``C:\\repo``): that costs a walk, never a miss. Kept in step with
 # _ACTIVE by tests/test_hostile_escapes.py, which tries every code point.
-_ACTIVE_IN_JSON = re.compile(r"\\(?:[bfr]|u(?:00[01][0-9a-f]|007f|00[89][0-9a-f]|d[89a-f][0-9a-f]{2}|fff[ef]|061c|200[ef]"
-                             r"|202[89a-e]|206[6-9]))")
+_ACTIVE_IN_JSON = re.compile(r"\\(?:[bfr]|u(?:00[01][0-9a-f]|007f|00[89][0-9a-f]|d[89a-f][0-9a-f]{2}"
+                             r"|fff[ef]|061c|200[ef]|202[89a-e]|206[6-9]))")
 
 
 def _walk(value: Any) -> Any:

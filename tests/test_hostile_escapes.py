@@ -36,8 +36,10 @@ SCENARIOS = ("exec-exit-code[1]", "exec-exit-code[42]", "exec-separate-streams")
 # so the fake verdict it precedes is what marks the plugin's.
 RAW_PLANTED = (hostile.TITLE, hostile.CLIPBOARD, hostile.HIDE_LINE + hostile.FAKE_VERDICT, hostile.COLOUR)
 ESCAPED_TITLE = "\\x1b]0;PWNED\\x07"
-# What no report may hold: C0 controls but TAB, LF and CR; DEL; C1; surrogates; U+FFFE/U+FFFF.
-FORBIDDEN_IN_REPORTS = {*map(chr, range(0x20)), "\x7f", *map(chr, range(0x80, 0xA0)), "\ufffe", "\uffff"} - set("\t\n\r")
+# What no report (nor the terminal output) may hold: C0 controls but TAB and LF (a lone CR would overwrite a
+# line); DEL; C1; surrogates; U+FFFE/U+FFFF.
+FORBIDDEN_IN_REPORTS = ({*map(chr, range(0x20)), "\x7f", *map(chr, range(0x80, 0xA0)), *map(chr, range(0xD800, 0xE000)),
+                         "\ufffe", "\uffff"} - set("\t\n"))
 
 
 # -- the one convention ----------------------------------------------------------------------------

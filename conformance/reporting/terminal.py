@@ -58,7 +58,8 @@ def render_summary(document: dict[str, Any], width: int = 110, color: bool = Fal
     console = Console(file=buffer, width=width, force_terminal=color, no_color=not color, highlight=False)
     provider = document["provider"]
     mode = provider.get("sandboxes_per_process")
-    console.rule(Text(f"sandbox-conformance {document['suite']['version']} · {provider.get('kind')} "  # no markup:
+    # a Text: the provider's kind and version are no rich markup
+    console.rule(Text(f"sandbox-conformance {document['suite']['version']} · {provider.get('kind')} "
                       f"{provider.get('version')} · {provider.get('dialect')} over {provider.get('transport')}"))
     negotiation = provider.get("negotiation")
     console.print(f"run {document['run']['id']}"
