@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from conformance import cli
+from conformance.inert import inert_line
 
 # action input → the `run` option it becomes, passed only when the input is set. `config` and
 # `provider` select a provider from a configuration file; a suite without those options refuses them
@@ -120,7 +121,7 @@ def main(environ: Mapping[str, str] | None = None) -> int:
         argv = run_arguments(environ)
         reports = report_dir(environ)
     except InputError as error:
-        print(f"sandbox-conformance action: {error}", file=sys.stderr)
+        print(f"sandbox-conformance action: {inert_line(str(error))}", file=sys.stderr)
         code, reports, before = 2, None, None
     else:
         before = results_stamp(reports)  # a results.json of an earlier run must not answer for this one

@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 from conformance import __version__
 from conformance.config import DEFAULT_CALL_TIMEOUT_S, PROG, RunConfig, call_timeout, load_create_spec, startup_timeout
 from conformance.errors import ConformanceError, UsageError
+from conformance.inert import inert, inert_line
 from conformance.providers import (
     DIALECTS,
     SANDBOXES_PER_PROCESS,
@@ -256,8 +257,9 @@ def command_report_merge(args: argparse.Namespace) -> int:
     table = matrix.merge_providers(groups, Path(args.out), args.label)
     for provider in table["providers"]:
         must = provider["must"]
-        print(f"{'PASS' if provider['verdict']['passed'] else 'FAIL'} {provider['label']}: MUST {must['passed']} passed, "
-              f"{must['failed']} failed, {must['error']} errors (run in {Path(args.out) / provider['slug']})")
+        verdict = "PASS" if provider["verdict"]["passed"] else "FAIL"
+        print(inert(f"{verdict} {provider['label']}: MUST {must['passed']} passed, {must['failed']} failed, "
+                    f"{must['error']} errors (run in {Path(args.out) / provider['slug']})"))
     print(f"{len(table['scenarios'])} scenarios, {table['disagreements']} where providers disagree: "
           f"{Path(args.out) / 'matrix.html'} (also matrix.md, matrix.json)")
     return EXIT_OK if all(provider["verdict"]["passed"] for provider in table["providers"]) else EXIT_FAILED
@@ -272,10 +274,10 @@ def report(outcome) -> int:
 
         append_step_summary(outcome.document.data)
     if outcome.note:
-        print(f"{PROG}: {outcome.note}", file=sys.stderr)
+        print(f"{PROG}: {inert_line(outcome.note)}", file=sys.stderr)
     elif outcome.exit_code == EXIT_FAILED and outcome.document is not None:
         for reason in outcome.document.reasons:
-            print(f"{PROG}: FAIL: {reason}", file=sys.stderr)
+            print(f"{PROG}: FAIL: {inert_line(reason)}", file=sys.stderr)
     return outcome.exit_code
 
 
@@ -472,7 +474,7 @@ def command_init(args: argparse.Namespace) -> int:
     from conformance import scaffold
 
     for path in scaffold.write(args):
-        print(f"wrote {path}")
+        print(inert(f"wrote {path}"))
     return EXIT_OK
 
 
@@ -543,7 +545,7 @@ def main(argv: list[str] | None = None) -> int:
             return command_doctor(args)
         return command_sweep(args)
     except ConformanceError as exc:
-        print(f"{PROG}: error: {REDACTOR.text(str(exc))}", file=sys.stderr)  # a provider's words may hold a secret
+        print(f"{PROG}: error: {inert_line(REDACTOR.text(str(exc)))}", file=sys.stderr)  # it may quote what a provider sent
         return EXIT_USAGE
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)

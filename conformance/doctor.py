@@ -18,6 +18,7 @@ from typing import TextIO
 from conformance import config_file
 from conformance.config import call_timeout, check_report_dir, load_create_spec, startup_timeout, valid_byte_count
 from conformance.errors import ConformanceError
+from conformance.inert import inert_line
 from conformance.providers import (
     ProviderConfig,
     file_sha256,
@@ -163,5 +164,5 @@ def run(args: argparse.Namespace, out: TextIO | None = None) -> int:
     found = checks(args)
     symbols = SYMBOLS if fancy(out) else ASCII_SYMBOLS
     for check in found:
-        print(f"{symbols[check.verdict]} {REDACTOR.text(check.text)}", file=out)
+        print(f"{symbols[check.verdict]} {inert_line(REDACTOR.text(check.text))}", file=out)
     return 1 if any(check.verdict == FAIL for check in found) else 0

@@ -24,6 +24,7 @@ from conformance import bundle
 from conformance import requirements as registry
 from conformance.config import closest_hint
 from conformance.errors import UsageError
+from conformance.inert import inert
 from conformance.reporting.catalogue import CatalogueEntry, all_scenarios, gherkin_steps
 
 NOT_INSTALLED = "(mutant catalogue not installed)"
@@ -153,7 +154,7 @@ def print_explanation(identifier: str, as_json: bool = False) -> None:
         return
     width = min(shutil.get_terminal_size().columns, 120)
     render = _render_requirement if explained["kind"] == "requirement" else _render_scenario
-    print("\n".join(render(explained, width)))
+    print(inert("\n".join(render(explained, width))))
 
 
 def _wrap(text: str, width: int, indent: str, hanging: str = "") -> list[str]:

@@ -32,6 +32,7 @@ from conformance.errors import (
     ProviderViolation,
     UsageError,
 )
+from conformance.inert import inert_line
 from conformance.providers import ProviderConfig, verify_pin
 from conformance.transcript import REDACTED, REDACTOR
 
@@ -188,13 +189,13 @@ def print_result(result: SweepResult, out: TextIO | None = None) -> None:
     out = sys.stdout if out is None else out  # looked up when called: a redirected stdout counts
     # a provider's ids and words may hold a value handed to it (sweep by label lists them from the provider)
     for sandbox_id in result.deleted:
-        print(REDACTOR.text(f"deleted {sandbox_id}"), file=out)
+        print(inert_line(REDACTOR.text(f"deleted {sandbox_id}")), file=out)
     for sandbox_id in result.gone:
-        print(REDACTOR.text(f"already gone {sandbox_id}"), file=out)
+        print(inert_line(REDACTOR.text(f"already gone {sandbox_id}")), file=out)
     for sandbox_id, why in result.left.items():
-        print(REDACTOR.text(f"not deleted {sandbox_id}: {why}"), file=out)
+        print(inert_line(REDACTOR.text(f"not deleted {sandbox_id}: {why}")), file=out)
     if not result.deleted and not result.left and not result.gone:
-        print(f"swept {result.label}: nothing to delete", file=out)
+        print(inert_line(f"swept {result.label}: nothing to delete"), file=out)
         return
     gone = f", {len(result.gone)} already gone" if result.gone else ""
-    print(f"swept {result.label}: {len(result.deleted)} deleted{gone}, {len(result.left)} left", file=out)
+    print(inert_line(f"swept {result.label}: {len(result.deleted)} deleted{gone}, {len(result.left)} left"), file=out)

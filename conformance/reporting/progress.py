@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.text import Text
 
+from conformance.inert import inert, inert_tree
 from conformance.reporting.markdown import one_line
 from conformance.reporting.terminal import failure_label
 
@@ -85,12 +86,14 @@ def render_progress(state: ProgressState, width: int, elapsed_s: float) -> str:
         parts.append(f"running {', '.join(state.running)}")
     elif state.latest is not None:
         parts.append(f"finished {state.latest}")
-    return fit(" · ".join(parts), width)
+    return fit(inert(" · ".join(parts)), width)
 
 
 def failure_line(scenario: dict[str, Any], width: int | None = None, expected: bool = False) -> str:
     """``FAILED <id> [<requirements>] <cause>``: the cause is the first line of the failure message; with
-    ``width`` the line is cut to it (a CI log has no width and gets the whole first line)."""
+    ``width`` the line is cut to it (a CI log has no width and gets the whole first line). Provider text in it
+    is inert: this line goes to the terminal as the failure happens, before any report is written."""
+    scenario = inert_tree(scenario)
     label = failure_label(scenario["outcome"], scenario.get("level"), expected)
     requirements = ", ".join(scenario.get("requirements") or [])
     line = f"{label} {scenario['id']} [{requirements}] {one_line(scenario.get('message'), scenario['outcome'])}"

@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from conformance.inert import inert_tree
 from conformance.reporting.markdown import skips_by_reason
 from conformance.reporting.model import is_other_dialect_skip
 
@@ -50,13 +51,16 @@ def failure_label(outcome: str, level: str | None, expected: bool = False) -> st
 
 def render_summary(document: dict[str, Any], width: int = 110, color: bool = False, plain: bool = False) -> str:
     """The summary as text; ``plain`` gives the counts as one self-describing line per level instead of a
-    table, whose headers a narrow or unknown width (COLUMNS unset in CI) truncates to ``disab…``."""
+    table, whose headers a narrow or unknown width (COLUMNS unset in CI) truncates to ``disab…``. Every text of
+    the document is made inert first: one read back from disk may come from an older suite or another hand."""
+    document = inert_tree(document)
     buffer = io.StringIO()
     console = Console(file=buffer, width=width, force_terminal=color, no_color=not color, highlight=False)
     provider = document["provider"]
     mode = provider.get("sandboxes_per_process")
-    console.rule(f"sandbox-conformance {document['suite']['version']} · {provider.get('kind')} "
-                 f"{provider.get('version')} · {provider.get('dialect')} over {provider.get('transport')}")
+    # a Text: the provider's kind and version are no rich markup
+    console.rule(Text(f"sandbox-conformance {document['suite']['version']} · {provider.get('kind')} "
+                      f"{provider.get('version')} · {provider.get('dialect')} over {provider.get('transport')}"))
     negotiation = provider.get("negotiation")
     console.print(f"run {document['run']['id']}"
                   + (f" · {mode} sandbox{'es' if mode == 'many' else ''} per process" if mode else "")
@@ -77,7 +81,7 @@ def render_summary(document: dict[str, Any], width: int = 110, color: bool = Fal
             text = texts.get(requirement, "")
             console.print(f"  {requirement} ({(scenario['level'] or '').upper()}): {text}", markup=False, soft_wrap=True)
         if scenario.get("step"):
-            console.print(f"  step: {scenario['step']}")
+            console.print(f"  step: {scenario['step']}", markup=False)
         for line in (scenario.get("message") or "").splitlines():
             console.print(f"  | {line}", markup=False, soft_wrap=True)
         transcript = scenario.get("transcript") or []

@@ -12,6 +12,7 @@ from typing import Any
 
 from conformance import __version__, schemas
 from conformance.errors import HarnessError
+from conformance.inert import inert_tree
 from conformance.reporting.badge import write_badges
 from conformance.reporting.gaps import gap_section
 from conformance.reporting.html import write_html
@@ -74,7 +75,9 @@ _FAILURE_ORDER = {"error": 0, "failed": 1, "xpass": 2}
 
 
 def finish_document(document: dict[str, Any]) -> dict[str, Any]:
-    """Derive what follows from the scenarios: per-level counts, the failure list, the verdict."""
+    """Make every text in it inert (provider text reaches every report and the terminal from here), then derive
+    what follows from the scenarios: per-level counts, the failure list, the verdict."""
+    make_inert(document)
     scenarios = document["scenarios"]
     document["summary"]["levels"] = level_counts(scenarios)
     document["failures"] = [s["id"] for s in sorted(scenarios, key=lambda s: _FAILURE_ORDER.get(s["outcome"], 9))
@@ -85,8 +88,16 @@ def finish_document(document: dict[str, Any]) -> dict[str, Any]:
     return document
 
 
+def make_inert(document: dict[str, Any]) -> None:
+    """Every text of the document inert (``conformance.inert``), in place: whatever bytes a provider sent,
+    every report stays valid for its format and the terminal shows them escaped."""
+    for key, value in list(document.items()):
+        document[key] = inert_tree(value)
+
+
 def write_document(report_dir: Path, document: dict[str, Any],
                    formats: tuple[str, ...] = REPORT_FORMATS) -> dict[str, Any]:
+    make_inert(document)  # a document may come from elsewhere than finish_document: no report takes raw text
     problems = schemas.problems(RESULTS_SCHEMA, _checked_part(document))
     if problems:
         raise HarnessError(f"results.json would violate its own schema {problems[0]}")
