@@ -236,3 +236,12 @@ def test_n_hands_xdist_a_checked_worker_count(workers: str, passed: str, tmp_pat
     args.pytest_args = []
     argv = pytest_arguments(RunConfig.from_arguments(args))
     assert argv[argv.index("-n") + 1] == passed
+
+
+def test_the_standalone_rest_server_names_a_port_out_of_range(capsys, monkeypatch) -> None:
+    from conformance.reference import rest_server
+
+    monkeypatch.setenv("SC_PORT_TOKEN", "t0k3n")  # with a token, the port is all that is wrong
+    assert rest_server.main(["--port", "99999", "--token-env", "SC_PORT_TOKEN"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "--port must be from 0 to 65535, not 99999" in lines[0], lines
