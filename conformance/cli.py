@@ -29,6 +29,7 @@ from conformance.providers import (
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 MAX_WORKERS = 256  # -n: more worker processes than this is a typo, not a machine
+MAX_REPEAT = 1000  # --repeat: each repetition is a whole run
 
 
 class _Parser(argparse.ArgumentParser):
@@ -98,13 +99,13 @@ def build_parser() -> argparse.ArgumentParser:
     verdict.add_argument("--expected-failures", metavar="FILE",
                          help="baseline of known failures (YAML): listed failures are xfail, listed passes fail")
     verdict.add_argument("--update-baseline", metavar="FILE", help="write this run's failures to FILE as a baseline")
-    verdict.add_argument("--repeat", type=int, default=1, metavar="N",
+    verdict.add_argument("--repeat", type=_whole_number(1, MAX_REPEAT), default=1, metavar="N",
                          help="run the selection N times with the same seed; changed outcomes are flaky")
     stop = run.add_mutually_exclusive_group()
     stop.add_argument("-x", "--exitfirst", action="store_true",
                       help="stop after the first failed scenario (results and cleanup still happen)")
     stop.add_argument("--maxfail", type=_whole_number(1), metavar="N", help="stop after N failed scenarios")
-    run.add_argument("--seed", type=int, help="seed of generated data; replays a run")
+    run.add_argument("--seed", type=_whole_number(0), help="seed of generated data; replays a run")
     run.add_argument("--run-id", help="label value that marks this run's sandboxes (default: random)")
 
     sweep = commands.add_parser("sweep", help="delete the sandboxes a past run left behind (by its run label, or by "

@@ -59,6 +59,8 @@ class Selection:
                 TagExpression(self.tags)
             except ValueError as exc:
                 raise UsageError(f"--tags: {exc}") from None
+            except RecursionError:
+                raise UsageError("--tags nests parentheses too deeply") from None
 
     @property
     def feature_names(self) -> tuple[str, ...]:
@@ -108,6 +110,8 @@ def parse_shard(text: str | None) -> tuple[int, int] | None:
     index, slash, count = text.partition("/")
     if not (slash and index.isascii() and index.isdigit() and count.isascii() and count.isdigit()):
         raise UsageError(f"--shard must be i/n (e.g. 2/3), not {text!r}")
+    if max(len(index), len(count)) > user_input.MAX_DIGITS:  # before int(), which raises past 4300 digits
+        raise UsageError(f"--shard must be i/n (e.g. 2/3), not a number of {max(len(index), len(count))} digits")
     shard = (int(index), int(count))
     Selection(shard=shard)  # the range check lives in one place
     return shard

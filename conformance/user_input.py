@@ -26,6 +26,7 @@ MAX_RUN_ID = 63
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # User-given JSON: a creation spec is a few fields; a results.json is six levels deep and some MB.
 MAX_JSON_DEPTH = 100
+MAX_YAML_BYTES = 16 * 1024**2  # a baseline lists known failures, one line or two each
 MAX_RESULTS_BYTES = 1024**3  # a results.json (report merge, sweep --from-results): a full run's is under 1 MB
 
 

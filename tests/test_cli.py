@@ -46,7 +46,7 @@ def _assert_one_line_error(run, fragment: str) -> None:
         (["--call-timeout", "0"], "--call-timeout must be a positive number of seconds"),
         (["--call-timeout", "-1"], "--call-timeout must be a positive number of seconds"),
         (["--call-timeout", "nan"], "--call-timeout must be a positive number of seconds"),
-        (["--repeat", "0"], "--repeat must be at least 1"),
+        (["--repeat", "0"], "argument --repeat: must be from 1 to 1000, not 0"),
     ],
     ids=lambda value: value if isinstance(value, str) else None,
 )
@@ -155,6 +155,7 @@ _DIGITS = "9" * 5000
 
 def _bad_input_files(root: Path) -> None:
     (root / "deep.json").write_text("[" * 100_000)
+    (root / "deep.yaml").write_text("[" * 100_000)
     (root / "latin1.toml").write_bytes("[providers.mine]\nplugin = \"caf\xe9\"\n".encode("latin-1"))
     (root / "huge-int.toml").write_text(f"[providers.mine]\nplugin = \"p\"\ncall-timeout = {_DIGITS}\n")
     (root / "deep.toml").write_text("x = " + "[" * 100_000)
@@ -189,6 +190,15 @@ def _bad_input_files(root: Path) -> None:
         (["run", "-n", "-3"], "argument -n: must be a whole number from 0 to 256, 'auto' or 'logical', not '-3'"),
         (["run", "-n", _DIGITS], "argument -n: must be a whole number from 0 to 256"),
         (["run", "--maxfail", _DIGITS], "argument --maxfail: a number of 5000 digits is out of range"),
+        (["run", "--seed", _DIGITS], "argument --seed: a number of 5000 digits is out of range"),
+        (["run", "--seed", "-1"], "argument --seed: must be at least 0, not -1"),
+        (["run", "--repeat", _DIGITS], "argument --repeat: a number of 5000 digits is out of range"),
+        (["run", "--shard", f"1/{_DIGITS}"], "--shard must be i/n (e.g. 2/3), not a number of 5000 digits"),
+        (["run", "--tags", "(" * 100_000], "--tags nests parentheses too deeply"),
+        (["run", "--expected-failures", "{tmp}/deep.yaml"], "deep.yaml nests lists or mappings too deeply"),
+        (["run", "--expected-failures", "{tmp}/latin1.toml"], "latin1.toml is not UTF-8 text"),
+        (["run", "--expected-failures", "/dev/zero"], "--expected-failures /dev/zero is larger than 16777216 bytes"),
+        (["run", "--rest", "http://127.0.0.1:9", "--profile", "{tmp}/deep.yaml"], "deep.yaml nests lists or mappings"),
         (["run", "--pass-env", ""], "--pass-env '' is no variable name"),
         (["run", "--pass-env", "A B"], "--pass-env 'A B' is no variable name"),
         (["doctor", "--pass-env", "A=B"], "--pass-env 'A=B' is no variable name"),
