@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
-from conformance import __version__
+from conformance import __version__, user_input
 from conformance.config import DEFAULT_CALL_TIMEOUT_S, PROG, RunConfig, call_timeout, load_create_spec, startup_timeout
 from conformance.errors import ConformanceError, UsageError
 from conformance.inert import inert, inert_line
@@ -30,6 +30,8 @@ from conformance.providers import (
 from conformance.transcript import REDACTOR
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+MAX_WORKERS = 256  # -n: more worker processes than this is a typo, not a machine
+MAX_REPEAT = 1000  # --repeat: each repetition is a whole run
 
 
 class _Parser(argparse.ArgumentParser):
@@ -45,14 +47,21 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def _at_least_one(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {value!r}") from None
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {number}")
-    return number
+def _whole_number(minimum: int, maximum: int | None = None, words: tuple[str, ...] = ()) -> Any:
+    """An argparse type: a whole number in [minimum, maximum] (or one of ``words``), checked before any
+    conversion that could raise on its own (an int of 5000 digits)."""
+    def convert(value: str) -> int | str:
+        if value in words:
+            return value
+        try:
+            return user_input.whole_number(value, "", minimum, maximum)
+        except UsageError as exc:
+            if words:  # -n: the numbers' range and the words, in one message
+                raise argparse.ArgumentTypeError(
+                    f"must be a whole number from {minimum} to {maximum}, {' or '.join(map(repr, words))}, "
+                    f"not {user_input.shown(value)}") from None
+            raise argparse.ArgumentTypeError(str(exc)) from None
+    return convert
 
 
 def split_pytest_arguments(argv: list[str]) -> tuple[list[str], list[str]]:
@@ -83,20 +92,22 @@ def build_parser() -> argparse.ArgumentParser:
     output = run.add_argument_group("output")
     output.add_argument("--report-dir", metavar="DIR", help="where results go (default: ./reports)")
     output.add_argument("-v", "--verbose", action="store_true", help="one line per scenario")
-    run.add_argument("-n", dest="workers", metavar="N", help="parallel workers (pytest-xdist), or 'auto'")
+    # checked here: xdist answers a bad -n with pytest's usage text, and takes a negative one silently
+    run.add_argument("-n", dest="workers", type=_whole_number(0, MAX_WORKERS, ("auto", "logical")), metavar="N",
+                     help=f"parallel workers (pytest-xdist): 0 to {MAX_WORKERS}, 'auto' or 'logical'")
     verdict = run.add_argument_group("verdict")
     verdict.add_argument("--strict", action=argparse.BooleanOptionalAction, default=None,
                          help="SHOULD failures fail the run (default: warnings; --no-strict overrides the file)")
     verdict.add_argument("--expected-failures", metavar="FILE",
                          help="baseline of known failures (YAML): listed failures are xfail, listed passes fail")
     verdict.add_argument("--update-baseline", metavar="FILE", help="write this run's failures to FILE as a baseline")
-    verdict.add_argument("--repeat", type=int, default=1, metavar="N",
+    verdict.add_argument("--repeat", type=_whole_number(1, MAX_REPEAT), default=1, metavar="N",
                          help="run the selection N times with the same seed; changed outcomes are flaky")
     stop = run.add_mutually_exclusive_group()
     stop.add_argument("-x", "--exitfirst", action="store_true",
                       help="stop after the first failed scenario (results and cleanup still happen)")
-    stop.add_argument("--maxfail", type=_at_least_one, metavar="N", help="stop after N failed scenarios")
-    run.add_argument("--seed", type=int, help="seed of generated data; replays a run")
+    stop.add_argument("--maxfail", type=_whole_number(1), metavar="N", help="stop after N failed scenarios")
+    run.add_argument("--seed", type=_whole_number(0), help="seed of generated data; replays a run")
     run.add_argument("--run-id", help="label value that marks this run's sandboxes (default: random)")
 
     sweep = commands.add_parser("sweep", help="delete the sandboxes a past run left behind (by its run label, or by "
@@ -163,7 +174,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     serve = commands.add_parser("serve", help="run a reference REST provider in the foreground")
     serve.add_argument("server", choices=("forkd",), help="which API to serve (forkd's)")
-    serve.add_argument("--port", type=int, default=8889, help="port to listen on; 0 picks a free one (default 8889)")
+    serve.add_argument("--port", type=_whole_number(0, 65535), default=8889,
+                       help="port to listen on; 0 picks a free one (default 8889)")
     serve.add_argument("--host", default=None, help="interface (default 127.0.0.1; 0.0.0.0 inside a container)")
     serve.add_argument("--token-env", default="FORKD_TOKEN", metavar="NAME",
                        help="environment variable holding the bearer token (default FORKD_TOKEN)")
@@ -447,8 +459,9 @@ def command_sweep(args: argparse.Namespace) -> int:
 
     args = config_file.apply(args)
     config = ProviderConfig(
-        plugin=args.plugin, dialect=args.dialect, env=parse_env_pairs(args.env), pass_env=tuple(args.pass_env),
-        create_spec=load_create_spec(args.create_spec), run_id=args.run_id if args.run_id is not None else "",
+        plugin=args.plugin, dialect=args.dialect, env=parse_env_pairs(args.env),
+        pass_env=user_input.env_names(args.pass_env, "--pass-env"), create_spec=load_create_spec(args.create_spec),
+        run_id=user_input.run_id(args.run_id) if args.run_id is not None else "",
         call_timeout_s=call_timeout(args), call_timeout_given=args.call_timeout is not None,
         startup_timeout_s=startup_timeout(args), rest_url=args.rest, profile=profile_reference(args.profile, args.rest is not None), sha256=args.sha256,
     )

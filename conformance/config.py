@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from conformance import config_file as config_files
+from conformance import user_input
 from conformance.errors import UsageError
 from conformance.providers import (
     DIALECTS,
@@ -58,6 +59,8 @@ class Selection:
                 TagExpression(self.tags)
             except ValueError as exc:
                 raise UsageError(f"--tags: {exc}") from None
+            except RecursionError:
+                raise UsageError("--tags nests parentheses too deeply") from None
 
     @property
     def feature_names(self) -> tuple[str, ...]:
@@ -107,6 +110,8 @@ def parse_shard(text: str | None) -> tuple[int, int] | None:
     index, slash, count = text.partition("/")
     if not (slash and index.isascii() and index.isdigit() and count.isascii() and count.isdigit()):
         raise UsageError(f"--shard must be i/n (e.g. 2/3), not {text!r}")
+    if max(len(index), len(count)) > user_input.MAX_DIGITS:  # before int(), which raises past 4300 digits
+        raise UsageError(f"--shard must be i/n (e.g. 2/3), not a number of {max(len(index), len(count))} digits")
     shard = (int(index), int(count))
     Selection(shard=shard)  # the range check lives in one place
     return shard
@@ -278,9 +283,12 @@ class RunConfig:
         rest_target = args.rest is not None or args.image is not None
         seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "big")
         provider = ProviderConfig(
-            plugin=args.plugin, dialect=args.dialect, env=parse_env_pairs(args.env), pass_env=tuple(args.pass_env),
+            plugin=args.plugin, dialect=args.dialect, env=parse_env_pairs(args.env),
+            pass_env=user_input.env_names(args.pass_env, "--pass-env"),
             create_spec=load_create_spec(args.create_spec),
-            run_id=args.run_id or f"run-{uuid.uuid4().hex[:12]}",
+            # each repetition of --repeat N labels its sandboxes with the run id and -rN
+            run_id=f"run-{uuid.uuid4().hex[:12]}" if args.run_id is None else
+            user_input.run_id(args.run_id, suffix=f"-r{args.repeat}" if args.repeat > 1 else ""),
             call_timeout_s=call_timeout(args), call_timeout_given=args.call_timeout is not None,
             startup_timeout_s=startup_timeout(args),
             sandboxes_per_process=args.sandboxes_per_process,
@@ -309,7 +317,7 @@ class RunConfig:
             seed=seed, strict=args.strict,
             expected_failures=str(Path(args.expected_failures).resolve()) if args.expected_failures else None,
             update_baseline=str(Path(args.update_baseline).resolve()) if args.update_baseline else None,
-            repeat=args.repeat, workers=args.workers, verbose=args.verbose,
+            repeat=args.repeat, workers=None if args.workers is None else str(args.workers), verbose=args.verbose,
             maxfail=1 if args.exitfirst else (args.maxfail or 0), pytest_args=tuple(args.pytest_args),
             invoked_as=tuple(invoked_as) if invoked_as else invoked_command(),
             report_formats=tuple(args.report_formats), config_file=args.config_file,
@@ -346,27 +354,33 @@ def startup_timeout(args: Any) -> float | None:
     return None if value is None else valid_timeout(value, "--startup-timeout")
 
 
-def valid_timeout(value: float, flag: str) -> float:
-    import math
-
-    if not math.isfinite(value) or value <= 0:
-        raise UsageError(f"{flag} must be a positive number of seconds, not {value}")
-    return float(value)
+def valid_timeout(value: Any, flag: str) -> float:
+    return user_input.seconds(value, flag)
 
 
 _BYTE_UNITS = {"": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3}
+MAX_MESSAGE_BYTES = 4 * 1024**3  # a line read whole into memory: more is no limit at all on any machine
 
 
 def valid_byte_count(value: str | None, flag: str) -> int | None:
-    """A positive whole number of bytes, optionally in KiB, MiB or GiB; None when not given."""
+    """A positive whole number of bytes, optionally in KiB, MiB or GiB, at most 4 GiB; None when not given."""
     if value is None:
         return None
     text = value.strip()
     for unit, factor in sorted(_BYTE_UNITS.items(), key=lambda item: -len(item[0])):
         number = text.removesuffix(unit).strip() if unit else text
-        if (not unit or text.endswith(unit)) and number.isascii() and number.isdigit() and int(number) > 0:
-            return int(number) * factor
-    raise UsageError(f"{flag} must be a positive whole number of bytes (e.g. 1048576 or 1MiB), not {value!r}")
+        if (not unit or text.endswith(unit)) and number.isascii() and number.isdigit():
+            count = int(number) * factor if len(number) <= user_input.MAX_DIGITS else MAX_MESSAGE_BYTES + 1
+            if count == 0:
+                break
+            if count > MAX_MESSAGE_BYTES:
+                raise UsageError(f"{flag} must be at most 4GiB ({MAX_MESSAGE_BYTES} bytes), not {user_input.shown(text)}")
+            return count
+    raise UsageError(f"{flag} must be a positive whole number of bytes (e.g. 1048576 or 1MiB), not "
+                     f"{user_input.shown(value)}")
+
+
+MAX_CREATE_SPEC_BYTES = 1024**2
 
 
 def load_create_spec(value: str | None) -> dict[str, Any] | None:
@@ -376,14 +390,8 @@ def load_create_spec(value: str | None) -> dict[str, Any] | None:
     if value.startswith("@"):
         path = Path(value[1:])
         source = f"--create-spec file {path}"
-        try:
-            value = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(f"{source} cannot be read: {exc.strerror}") from None
-    try:
-        spec = json.loads(value)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"{source} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+        value = user_input.read_text(path, source, MAX_CREATE_SPEC_BYTES)
+    spec = user_input.load_json(value, source)
     if not isinstance(spec, dict):
         raise UsageError(f"{source} must be a JSON object")
     return spec

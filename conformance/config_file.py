@@ -86,14 +86,22 @@ def discover(start: Path) -> Path | None:
     return None
 
 
+MAX_FILE_BYTES = 1024**2  # a configuration file is a few KiB; this bounds reading something that never ends
+
+
 def _parse(path: Path) -> dict[str, Any]:
+    from conformance.user_input import MAX_DIGITS, read_text
+
+    text = read_text(path, str(path), MAX_FILE_BYTES)
     try:
-        with path.open("rb") as handle:
-            return tomllib.load(handle)
-    except OSError as exc:
-        raise UsageError(f"{path} cannot be read: {exc.strerror}") from None
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{path} is not valid TOML: {exc}") from None
+    except RecursionError:
+        raise UsageError(f"{path} nests tables or lists too deeply to read") from None
+    except ValueError:  # tomllib converts an integer of more than 4300 digits with int(), which refuses it
+        raise UsageError(f"{path} holds an integer too long to read (a setting takes at most {MAX_DIGITS} "
+                         "digits)") from None
 
 
 def _tool_table(document: dict[str, Any]) -> Any:
@@ -225,18 +233,25 @@ def _check_values(config: ConfigFile, key: str, provider: dict[str, Any]) -> Non
     """The values a flag's own check would refuse later, refused here naming the file's key instead."""
     import math
 
+    from conformance import user_input
     from conformance.config import valid_byte_count
 
     for setting in ("call-timeout", "startup-timeout"):
         timeout = provider.get(setting)
-        if timeout is not None and not math.isfinite(timeout):  # the schema's exclusiveMinimum lets nan and inf by
+        if timeout is None:
+            continue
+        if isinstance(timeout, float) and not math.isfinite(timeout):  # the schema's exclusiveMinimum lets nan and inf by
             raise config.problem(f"{key}.{setting}", f"must be a finite number of seconds, got {timeout}")
+        try:
+            user_input.seconds(timeout, "")
+        except UsageError as exc:
+            raise config.problem(f"{key}.{setting}", str(exc).strip()) from None
     if "max-message-bytes" in provider:
         try:
             valid_byte_count(str(provider["max-message-bytes"]), "")
-        except UsageError:
-            raise config.problem(f"{key}.max-message-bytes", "must be a positive whole number of bytes (e.g. "
-                                 f"1048576 or \"1MiB\"), got {_shown(provider['max-message-bytes'], key)}") from None
+        except UsageError as exc:
+            raise config.problem(f"{key}.max-message-bytes", str(exc).strip().replace(
+                "(e.g. 1048576 or 1MiB)", "(e.g. 1048576 or \"1MiB\")")) from None
     spec = provider.get("create-spec")
     if isinstance(spec, dict):
         where = _first_non_json(spec)
@@ -272,8 +287,12 @@ def chosen_file(args: argparse.Namespace, cwd: Path | None = None) -> Path | Non
         return None
     if args.config is not None:
         path = Path(args.config)
-        if not path.is_file():
+        if not path.exists():
             raise UsageError(f"--config {args.config}: no such file")
+        if path.is_dir():
+            raise UsageError(f"--config {args.config} is a directory, not a configuration file")
+        if not path.is_file():
+            raise UsageError(f"--config {args.config} is not a regular file (a device, a pipe or a socket)")
         return path
     return discover((cwd or Path.cwd()).resolve())
 

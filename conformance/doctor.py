@@ -31,6 +31,7 @@ from conformance.providers import (
     register_secrets,
 )
 from conformance.transcript import REDACTOR
+from conformance.user_input import env_names
 
 PASS, FAIL, NOT_APPLICABLE = "pass", "fail", "n/a"
 SYMBOLS = {PASS: "✓", FAIL: "✗", NOT_APPLICABLE: "–"}
@@ -48,7 +49,8 @@ def provider_config(args: argparse.Namespace) -> ProviderConfig:
     """The provider as `run` would reach it (the configuration file merged under the flags)."""
     rest_target = args.rest is not None or args.image is not None
     config = ProviderConfig(
-        plugin=args.plugin, dialect=args.dialect, env=parse_env_pairs(args.env), pass_env=tuple(args.pass_env),
+        plugin=args.plugin, dialect=args.dialect, env=parse_env_pairs(args.env),
+        pass_env=env_names(args.pass_env, "--pass-env"),
         create_spec=load_create_spec(args.create_spec), run_id="doctor",
         call_timeout_s=call_timeout(args), call_timeout_given=args.call_timeout is not None,
         startup_timeout_s=startup_timeout(args),

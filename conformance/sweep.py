@@ -17,12 +17,12 @@ redacted: it names no sandbox, so it is counted as left, saying why, never sent 
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from conformance import user_input
 from conformance.connections import ProviderConnections
 from conformance.errors import (
     ApplicationErrorAnswer,
@@ -91,14 +91,10 @@ def sweep(config: ProviderConfig) -> SweepResult:
 def recorded_ids(path: Path, every: bool = False) -> tuple[list[str], dict[str, Any]]:
     """The sandbox ids a results.json says its run left (``leaked``, ``died_holding``; with ``every``, also
     every one it created, ``ids``), and the document. ``UsageError`` (one line) when it is no results.json."""
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise UsageError(f"--from-results {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"--from-results {path} cannot be read: {getattr(exc, 'strerror', None) or exc}") from None
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"--from-results {path} is not JSON: {exc.msg} at line {exc.lineno}") from None
+    if not path.exists():
+        raise UsageError(f"--from-results {path} does not exist")
+    what = f"--from-results {path}"
+    document = user_input.load_json(user_input.read_text(path, what, user_input.MAX_RESULTS_BYTES), what)
     sandboxes = document.get("sandboxes") if isinstance(document, dict) else None
     if not isinstance(sandboxes, dict):
         raise UsageError(f"--from-results {path} is not a results.json of a run (it has no sandboxes section)")

@@ -447,7 +447,7 @@ def test_sweep_from_results_deletes_what_the_run_left_through_the_provider_it_us
 
 @pytest.mark.parametrize("content, says", [
     (None, "does not exist"),
-    ("{not json", "is not JSON"),
+    ("{not json", "is not valid JSON"),
     ("[]", "has no sandboxes section"),
     ('{"provider": {"kind": "forkd", "command": "http://x"}, "sandboxes": {"leaked": [1, 2]}}',
      "sandboxes.leaked is not a list of sandbox ids"),

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import SuiteRun, mutant_command, plugin_command, run_cli
+from tests.helpers import SuiteRun, cli_main, mutant_command, one_usage_line, plugin_command, run_cli
 
 ONE_LINE = "sandbox-conformance: error: "
 
@@ -46,7 +46,7 @@ def _assert_one_line_error(run, fragment: str) -> None:
         (["--call-timeout", "0"], "--call-timeout must be a positive number of seconds"),
         (["--call-timeout", "-1"], "--call-timeout must be a positive number of seconds"),
         (["--call-timeout", "nan"], "--call-timeout must be a positive number of seconds"),
-        (["--repeat", "0"], "--repeat must be at least 1"),
+        (["--repeat", "0"], "argument --repeat: must be from 1 to 1000, not 0"),
     ],
     ids=lambda value: value if isinstance(value, str) else None,
 )
@@ -146,3 +146,112 @@ def test_a_one_scenario_run_starts_the_plugin_once(tmp_path: Path, plugin_argume
         assert "one sandbox per process" in run.stdout
     assert f"run {run.results['run']['id']}" in run.stdout
     assert f"protocol {run.results['provider']['negotiation']}" in run.stdout  # how the dialect was settled
+
+
+# -- bad input, in process: each value a conversion deep inside Python would have raised on --------------
+
+_DIGITS = "9" * 5000
+
+
+def _bad_input_files(root: Path) -> None:
+    (root / "deep.json").write_text("[" * 100_000)
+    (root / "deep.yaml").write_text("[" * 100_000)
+    (root / "latin1.toml").write_bytes("[providers.mine]\nplugin = \"caf\xe9\"\n".encode("latin-1"))
+    (root / "huge-int.toml").write_text(f"[providers.mine]\nplugin = \"p\"\ncall-timeout = {_DIGITS}\n")
+    (root / "deep.toml").write_text("x = " + "[" * 100_000)
+    (root / "forever.toml").write_text("[providers.mine]\nplugin = \"p\"\ncall-timeout = 1e308\n")
+    script = root / "no-interpreter"
+    script.write_text("#!/nonexistent/python9\nprint('never')\n")
+    script.chmod(0o755)
+    (root / "a-directory").mkdir()
+
+
+@pytest.mark.parametrize(
+    ("arguments", "fragment"),
+    [
+        (["run", "--call-timeout", "1e308"], "--call-timeout must be at most 604800 (a week) seconds, not 1e+308"),
+        (["run", "--startup-timeout", "1e308"], "--startup-timeout must be at most 604800 (a week) seconds"),
+        (["run", "--startup-timeout", "nan"], "--startup-timeout must be a positive number of seconds, not nan"),
+        (["run", "--startup-timeout", "inf"], "--startup-timeout must be a positive number of seconds, not inf"),
+        (["run", "--startup-timeout", "-2"], "--startup-timeout must be a positive number of seconds, not -2"),
+        (["run", "--max-message-bytes", _DIGITS], "--max-message-bytes must be at most 4GiB"),
+        (["run", "--create-spec", f'{{"x": {_DIGITS}}}'], "--create-spec holds a number of 5000 digits"),
+        (["run", "--create-spec", "@{tmp}/deep.json"], "deep.json nests arrays or objects more than 100 levels"),
+        (["run", "--create-spec", "@/dev/zero"], "--create-spec file /dev/zero is larger than 1048576 bytes"),
+        (["report", "merge", "{tmp}/deep.json", "--out", "{tmp}/merged"], "nests arrays or objects more than 100"),
+        (["sweep", "--from-results", "{tmp}/deep.json", "--rest", "http://127.0.0.1:9"], "more than 100 levels"),
+        (["run", "--config", "{tmp}/latin1.toml"], "latin1.toml is not UTF-8 text (byte 30 is 0xe9)"),
+        (["run", "--config", "{tmp}/huge-int.toml"], "huge-int.toml holds an integer too long to read"),
+        (["run", "--config", "{tmp}/deep.toml"], "deep.toml nests tables or lists too deeply"),
+        (["run", "--config", "{tmp}/forever.toml"], "key 'providers.mine.call-timeout' must be at most 604800"),
+        (["run", "--config", "{tmp}/a-directory"], "--config {tmp}/a-directory is a directory"),
+        (["run", "--config", "/dev/zero"], "--config /dev/zero is not a regular file"),
+        (["run", "-n", "abc"], "argument -n: must be a whole number from 0 to 256, 'auto' or 'logical', not 'abc'"),
+        (["run", "-n", "-3"], "argument -n: must be a whole number from 0 to 256, 'auto' or 'logical', not '-3'"),
+        (["run", "-n", _DIGITS], "argument -n: must be a whole number from 0 to 256"),
+        (["run", "--maxfail", _DIGITS], "argument --maxfail: a number of 5000 digits is out of range"),
+        (["run", "--seed", _DIGITS], "argument --seed: a number of 5000 digits is out of range"),
+        (["run", "--seed", "-1"], "argument --seed: must be at least 0, not -1"),
+        (["run", "--repeat", _DIGITS], "argument --repeat: a number of 5000 digits is out of range"),
+        (["run", "--shard", f"1/{_DIGITS}"], "--shard must be i/n (e.g. 2/3), not a number of 5000 digits"),
+        (["run", "--tags", "(" * 100_000], "--tags nests parentheses too deeply"),
+        (["run", "--expected-failures", "{tmp}/deep.yaml"], "deep.yaml nests lists or mappings too deeply"),
+        (["run", "--expected-failures", "{tmp}/latin1.toml"], "latin1.toml is not UTF-8 text"),
+        (["run", "--expected-failures", "/dev/zero"], "--expected-failures /dev/zero is larger than 16777216 bytes"),
+        (["run", "--rest", "http://127.0.0.1:9", "--profile", "{tmp}/deep.yaml"], "deep.yaml nests lists or mappings"),
+        (["run", "--pass-env", ""], "--pass-env '' is no variable name"),
+        (["run", "--pass-env", "A B"], "--pass-env 'A B' is no variable name"),
+        (["doctor", "--pass-env", "A=B"], "--pass-env 'A=B' is no variable name"),
+        (["run", "--run-id", "a\nb"], "--run-id 'a\\nb' must be letters, digits, '.', '_' and '-'"),
+        (["run", "--run-id", "a" * 100_000], "--run-id is 100000 characters long; a label value holds at most 63"),
+        (["run", "--run-id", "a=b/../c"], "--run-id 'a=b/../c' must be letters, digits"),
+        (["run", "--run-id", ""], "--run-id is empty"),
+        (["run", "--run-id", "r" * 61, "--repeat", "2"], "with the '-r2' each repetition adds"),
+        (["sweep", "--run-id=-rf"], "--run-id '-rf' must be letters, digits"),
+        (["run", "--plugin", "{tmp}/no-interpreter"],
+         "plugin {tmp}/no-interpreter names the interpreter /nonexistent/python9 in its #! line, which does not exist"),
+        (["serve", "forkd", "--port", "99999"], "argument --port: must be from 0 to 65535, not 99999"),
+    ],
+    ids=lambda value: value[:40] if isinstance(value, str) else None,
+)
+def test_bad_values_end_with_exit_2_and_one_line_naming_them(arguments, fragment, tmp_path, capsys,
+                                                             monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)  # no configuration file found by walking up
+    monkeypatch.delenv("FORKD_TOKEN", raising=False)  # a serve that got past its port check stops at once
+    _bad_input_files(tmp_path)
+    argv = [argument.replace("{tmp}", str(tmp_path)) for argument in arguments]
+    if argv[0] == "run":  # should a check be missing, one scenario runs, not the suite
+        argv += ["--scenario", "delete-unknown", "--report-dir", str(tmp_path / "reports")]
+    line = one_usage_line(*cli_main(capsys, *argv)[::2])
+    assert fragment.replace("{tmp}", str(tmp_path)) in line
+    assert len(line) < 300, line  # a 100,000-character value is never echoed whole
+
+
+def test_the_run_ids_the_suite_and_its_tests_make_are_accepted() -> None:
+    from conformance import user_input
+
+    for run_id in ("run-1a2b3c4d5e6f", "cleanup-0123456789ab", "docker-0123456789ab", "run-image-0123456789",
+                   "mutant-upstream-delete-unknown-not-found-abcdef", "self-check", "run-x", "r", "v1.2_ci-7"):
+        assert user_input.run_id(run_id, suffix="-r10") == run_id
+
+
+@pytest.mark.parametrize(("workers", "passed"), [("auto", "auto"), ("logical", "logical"), ("0", "0"), ("2", "2")])
+def test_n_hands_xdist_a_checked_worker_count(workers: str, passed: str, tmp_path: Path, monkeypatch) -> None:
+    from conformance import cli
+    from conformance.config import RunConfig
+    from conformance.runner import pytest_arguments
+
+    monkeypatch.chdir(tmp_path)
+    args = cli.build_parser().parse_args(["run", "-n", workers, "--report-dir", str(tmp_path)])
+    args.pytest_args = []
+    argv = pytest_arguments(RunConfig.from_arguments(args))
+    assert argv[argv.index("-n") + 1] == passed
+
+
+def test_the_standalone_rest_server_names_a_port_out_of_range(capsys, monkeypatch) -> None:
+    from conformance.reference import rest_server
+
+    monkeypatch.setenv("SC_PORT_TOKEN", "t0k3n")  # with a token, the port is all that is wrong
+    assert rest_server.main(["--port", "99999", "--token-env", "SC_PORT_TOKEN"]) == 2
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and "--port must be from 0 to 65535, not 99999" in lines[0], lines

@@ -28,7 +28,7 @@ LAYERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         "conformance.engine", "conformance.config", "conformance.cli", "conformance.reporting",
         "conformance.containers", "conformance.sweep")),
     "adapter": (("conformance/adapter.py", "conformance/errors.py", "conformance/transcript.py",
-                 "conformance/secret_forms.py", "conformance/inert.py",
+                 "conformance/secret_forms.py", "conformance/inert.py", "conformance/user_input.py",
                  "conformance/schemas.py", "conformance/bundle.py", "conformance/__init__.py"), (
         "conformance.dialects", "conformance.transports", "conformance.providers", "conformance.connections",
         "conformance.plugin", "conformance.runner", "conformance.engine", "conformance.reporting",

@@ -427,6 +427,9 @@ def build_parser() -> argparse.ArgumentParser:
 def serve(host: str | None, port: int, token_env: str, app_class: type[ForkdApp] = ForkdApp) -> int:
     """Run the server (an instance of ``app_class``) in the foreground until interrupted; the exit code
     of the command."""
+    if not 0 <= port <= 65535:  # checked first: a bad port is the problem even where the token is missing too
+        print(f"{PROG}: --port must be from 0 to 65535, not {port}", file=sys.stderr)
+        return 2
     token = os.environ.get(token_env, "")
     if not token:
         print(f"{PROG}: the token variable {token_env} is not set or empty; refusing to serve without one",

@@ -39,12 +39,15 @@ class Baseline:
     def load(cls, path: str | Path) -> Baseline:
         """Read and check a baseline file; every problem is a one-line ``UsageError`` naming it."""
         where = f"--expected-failures {path}"
+        from conformance.user_input import MAX_YAML_BYTES, read_text
+
+        text = read_text(Path(path), where, MAX_YAML_BYTES)
         try:
-            data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise UsageError(f"{where} cannot be read: {exc.strerror}") from None
+            data = yaml.safe_load(text)
         except yaml.YAMLError as exc:
             raise UsageError(f"{where} is not valid YAML: {str(exc).splitlines()[0]}") from None
+        except RecursionError:
+            raise UsageError(f"{where} nests lists or mappings too deeply to read") from None
         if not isinstance(data, dict) or not isinstance(data.get("expected_failures"), list):
             raise UsageError(f"{where} must be a mapping with a list under expected_failures")
         entries: list[BaselineEntry] = []

@@ -172,20 +172,14 @@ def _merge_baseline(baselines: list[dict[str, Any] | None]) -> dict[str, Any] | 
 def read_documents(paths: list[str]) -> list[tuple[str, dict[str, Any]]]:
     """``(path, document)`` for each results.json; ``UsageError`` for one that is unreadable or not a results
     document (checked against its schema, so the merge never reads a field that is not there)."""
-    import json
     from pathlib import Path
 
-    from conformance import schemas
+    from conformance import schemas, user_input
     from conformance.reporting.writer import RESULTS_SCHEMA
 
     documents = []
     for path in paths:
-        try:
-            document = json.loads(Path(path).read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise UsageError(f"{path} cannot be read: {exc.strerror}") from None
-        except ValueError as exc:
-            raise UsageError(f"{path} is not JSON: {exc}") from None
+        document = user_input.load_json(user_input.read_text(Path(path), path, user_input.MAX_RESULTS_BYTES), path)
         problems = schemas.problems(RESULTS_SCHEMA, document)
         if problems:
             raise UsageError(f"{path} is not a results.json {problems[0]}")

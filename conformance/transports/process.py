@@ -38,6 +38,29 @@ def scrubbed_environment(
 PIPE_RELEASE_S = 0.5
 
 
+def _not_found(program: str, env: Mapping[str, str] | None, cwd: str | None) -> str:
+    """Why exec found nothing to run: the program itself is missing, or it is a script whose ``#!``
+    interpreter is (exec reports both as ENOENT)."""
+    import shutil
+
+    if "/" in program:
+        path: str | None = os.path.join(cwd, program) if cwd else program
+    else:
+        path = shutil.which(program, path=(env or os.environ).get("PATH"))
+    try:
+        with open(path or program, "rb") as handle:
+            first = handle.readline(4096)
+    except OSError:
+        return f"plugin executable not found: {program}"
+    line = first[2:].rstrip(b"\n") if first.startswith(b"#!") else b""
+    if line.endswith(b"\r"):
+        return f"plugin {program} has Windows line endings: its #! line ends in a carriage return"
+    if line.split():
+        interpreter = line.split()[0].decode("utf-8", "backslashreplace")
+        return f"plugin {program} names the interpreter {interpreter} in its #! line, which does not exist"
+    return f"plugin executable not found: {program}"
+
+
 @dataclass
 class CloseOutcome:
     """How closing a plugin went: whether it exited on its own once its input closed, what it took to
@@ -94,7 +117,7 @@ class ProcessTransport:
                 start_new_session=True,  # its own process group, so teardown can kill everything it spawned
             )
         except FileNotFoundError:
-            raise ProviderStartError(f"plugin executable not found: {self.argv[0]}") from None
+            raise ProviderStartError(_not_found(self.argv[0], self.env, self.cwd)) from None
         except PermissionError:
             raise ProviderStartError(f"plugin executable is not executable: {self.argv[0]}") from None
         except OSError as exc:

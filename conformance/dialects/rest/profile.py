@@ -166,11 +166,9 @@ def load_profile(reference: str | None) -> Profile:
         if not path.is_file():
             raise UsageError(f"unknown profile {reference!r}: the built-in profiles are "
                              f"{', '.join(builtin_names()) or 'none'}; give a path to a YAML file for another")
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"{source} cannot be read: {exc.strerror}") from None
-    return parse_profile(text, source)
+    from conformance.user_input import MAX_YAML_BYTES, read_text
+
+    return parse_profile(read_text(path, source, MAX_YAML_BYTES), source)
 
 
 def parse_profile(text: str, source: str = "profile") -> Profile:
@@ -181,6 +179,8 @@ def parse_profile(text: str, source: str = "profile") -> Profile:
         where = f" at line {mark.line + 1} column {mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or "not YAML"
         raise UsageError(f"{source} is not valid YAML: {problem}{where}") from None
+    except RecursionError:
+        raise UsageError(f"{source} nests lists or mappings too deeply to read") from None
     problems = schemas.problems(SCHEMA_REF, document)
     if problems:
         first = problems[0]
