@@ -87,11 +87,9 @@ _ID_VALUE = re.compile(rb"\s*:\s*(\d{1,19})(?![0-9.eE])")
 
 def top_level_id(data: bytes | bytearray, max_bytes: int = 1024 * 1024) -> int | None:
     """The integer ``id`` member of the object a line holds, found by tracking nesting alone (for a line the
-    parser could not read), or None (none found, or a line longer than ``max_bytes``)."""
-    if len(data) > max_bytes:
-        return None
+    parser could not read) within its first ``max_bytes``, or None."""
     depth = 0
-    for token in _TOKEN.finditer(data):
+    for token in _TOKEN.finditer(data, 0, max_bytes):
         text = token.group()
         if text in (b"{", b"["):
             depth += 1
