@@ -82,6 +82,7 @@ class FrameWriter:
         self.fd = fd
         self.lock = threading.Lock()
         self.broken: str | None = None
+        self.closed = False
 
     def write(self, frame: bytes, timeout_s: float | None) -> None:
         timeout_s = DEFAULT_WRITE_TIMEOUT_S if timeout_s is None else max(0.0, timeout_s)
@@ -90,11 +91,21 @@ class FrameWriter:
             raise InputStalled(f"the plugin stopped reading its input: an earlier frame still waited to be taken "
                                f"after {timeout_s:g}s", broken=False)
         try:
+            if self.closed:  # the suite closed it (EOF scenarios): nothing more can be sent
+                raise BrokenPipeError("the plugin's input is closed")
             if self.broken is not None:
                 raise InputStalled(self.broken, broken=True)
             self._write_all(frame, deadline, timeout_s)
         finally:
             self.lock.release()
+
+    def close(self, close_descriptor: Callable[[], None]) -> None:
+        """Close the input with ``close_descriptor``, never under a write (one in progress has its own
+        deadline), and refuse every later frame: the descriptor's number may name another file by then."""
+        with self.lock:
+            if not self.closed:
+                self.closed = True
+                close_descriptor()
 
     def _write_all(self, frame: bytes, deadline: float, timeout_s: float) -> None:
         view, sent = memoryview(frame), 0

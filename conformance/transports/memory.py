@@ -171,10 +171,8 @@ class InProcessTransport:
     # -- frames ----------------------------------------------------------------------------------
 
     def send(self, frame: bytes, timeout_s: float | None = None) -> None:
-        if self._to_plugin is None or self._writer is None or self._ended.is_set():
+        if self._writer is None or self._ended.is_set():
             raise BrokenPipeError("the in-process plugin has ended")
-        if self._to_plugin.closed:  # the suite closed it (EOF scenarios): nothing more can be sent
-            raise BrokenPipeError("the plugin's input is closed")
         self._writer.write(frame, timeout_s)
 
     @property
@@ -183,12 +181,14 @@ class InProcessTransport:
         return self._writer.broken if self._writer is not None else None
 
     def close_input(self) -> None:
-        if self._to_plugin is not None and self._writer is not None:
-            with self._writer.lock:
-                try:
-                    self._to_plugin.close()
-                except OSError:
-                    pass
+        if self._writer is not None:
+            self._writer.close(self._close_to_plugin)
+
+    def _close_to_plugin(self) -> None:
+        try:
+            self._to_plugin.close()
+        except OSError:
+            pass
 
     def wait_exit(self, timeout_s: float) -> int | None:
         if self._server is None:

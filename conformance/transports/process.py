@@ -159,12 +159,9 @@ class ProcessTransport:
     # -- frames ----------------------------------------------------------------------------------
 
     def send(self, frame: bytes, timeout_s: float | None = None) -> None:
-        proc, writer = self._proc, self._writer
-        if proc is None or proc.stdin is None or writer is None:
+        if self._writer is None:
             raise BrokenPipeError("plugin not started")
-        if proc.stdin.closed:  # the suite closed it (EOF scenarios): nothing more can be sent
-            raise BrokenPipeError("the plugin's input is closed")
-        writer.write(frame, timeout_s)
+        self._writer.write(frame, timeout_s)
 
     @property
     def input_broken(self) -> str | None:
@@ -174,12 +171,14 @@ class ProcessTransport:
     def close_input(self) -> None:
         proc, writer = self._proc, self._writer
         if proc is not None and proc.stdin is not None and writer is not None:
-            # A write in progress has its own deadline; past it, the descriptor is closed under nobody.
-            with writer.lock:
-                try:
-                    proc.stdin.close()  # nothing is buffered there: every frame went to the descriptor
-                except OSError:
-                    pass
+            writer.close(self._close_stdin)
+
+    def _close_stdin(self) -> None:
+        assert self._proc is not None and self._proc.stdin is not None
+        try:
+            self._proc.stdin.close()  # nothing is buffered there: every frame went to the descriptor
+        except OSError:
+            pass
 
     def wait_exit(self, timeout_s: float) -> int | None:
         """Wait for the process to exit on its own; None when it is still running at the deadline.
