@@ -7,6 +7,7 @@ leaves nothing running; each is served in this process except where a process is
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import signal
 import subprocess
@@ -20,6 +21,7 @@ import pytest
 
 from conformance.providers import ProviderConfig
 from conformance.transports import json_text
+from conformance.transports.base import FrameWriter, InputStalled
 from tests import inprocess
 from tests.helpers import REPO
 
@@ -78,6 +80,34 @@ def test_a_plugin_that_stops_reading_fails_the_call_at_its_deadline_naming_why(t
     assert elapsed < 30, f"the run took {elapsed:.1f}s against a 2 s call timeout"
     assert (tmp_path / "reports" / "results.json").is_file()
     assert ended("tests.hostile.stops_reading"), served_threads("tests.hostile.stops_reading")
+
+
+def test_a_frame_writer_keeps_its_deadline_and_refuses_to_frame_after_a_partial_frame() -> None:
+    read_end, write_end = os.pipe()
+    writer = FrameWriter(write_end)
+    try:
+        started = time.monotonic()
+        with pytest.raises(InputStalled, match="stopped reading its input") as stalled:
+            writer.write(b"x" * (4 << 20) + b"\n", timeout_s=0.3)  # nobody reads: the pipe takes 64 KiB of it
+        assert 0.3 <= time.monotonic() - started < 5
+        assert stalled.value.broken and "holds part of a frame" in str(stalled.value)
+        started = time.monotonic()
+        with pytest.raises(InputStalled, match="holds part of a frame"):
+            writer.write(b"{}\n", timeout_s=10)  # at once: whatever follows would be read as the cut frame's rest
+        assert time.monotonic() - started < 1
+    finally:
+        os.close(read_end)
+        writer.close(lambda: os.close(write_end))
+    # a peer that is gone is a broken pipe, not a stall: the crash is reported as a crash
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    writer = FrameWriter(write_end)
+    with pytest.raises(BrokenPipeError):
+        writer.write(b"x" * (1 << 20), timeout_s=5)
+    assert writer.broken is None
+    writer.close(lambda: os.close(write_end))
+    with pytest.raises(BrokenPipeError, match="input is closed"):
+        writer.write(b"{}\n", timeout_s=5)
 
 
 def test_ctrl_c_while_a_write_is_blocked_ends_the_run_at_once_with_its_report(tmp_path: Path) -> None:

@@ -125,9 +125,9 @@ class FrameWriter:
                     if sent:
                         self.broken = f"{cause}, so its input holds part of a frame"
                     raise InputStalled(self.broken or cause, broken=bool(sent))
-        except InputStalled:
+        except OSError:  # InputStalled, or the pipe broke (the plugin is gone: there is no framing left to keep)
             raise
-        except BaseException:  # interrupted (Ctrl-C) or the pipe broke: a partly written frame ends the framing
+        except BaseException:  # interrupted (Ctrl-C): the part written ends the framing
             if 0 < sent < len(frame):
                 self.broken = (f"a frame was cut short after {sent} of its {len(frame)} bytes (the plugin had not "
                                f"taken the rest), so its input holds part of a frame")
