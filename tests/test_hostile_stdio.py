@@ -171,6 +171,29 @@ def test_an_unreadable_answer_is_named_and_blames_nothing_else(tmp_path: Path, t
     assert ended("tests.hostile.wire_unreadable")
 
 
+def test_an_answer_too_deep_for_its_schema_check_fails_its_call_and_the_reader_goes_on(
+        thread_failures: list[str]) -> None:
+    """Parsed, but a check that walks it recurses past the limit (as a schema validator may, deeper than the
+    parser): the call fails naming why, and the next answer is still read."""
+    from conformance.dialects.jsonrpc import JsonRpcConnection
+    from conformance.dialects.sandbox_driver_v1 import V1Rules
+    from conformance.errors import WireViolation
+    from tests.test_transport import FakeTransport
+
+    class Bottomless(V1Rules):
+        def result_problems(self, method: str, result: object) -> list:
+            return self.result_problems(method, result) if result == "deep" else super().result_problems(method, result)
+
+    answers = iter(["deep", {"health": {"status": "ok"}}])
+    transport = FakeTransport(lambda t, m: t.emit({"jsonrpc": "2.0", "id": m["id"], "result": next(answers)}))
+    connection = JsonRpcConnection(transport, Bottomless())
+    connection.start()
+    with pytest.raises(WireViolation, match=r"answer to provider/health \(id 1\) is nested too deeply"):
+        connection.call("provider/health", None, timeout_s=5)
+    assert connection.call("provider/health", None, timeout_s=5) == {"health": {"status": "ok"}}
+    assert thread_failures == []
+
+
 def test_unreadable_json_is_told_apart_from_what_the_parser_reads() -> None:
     deep = b'{"jsonrpc":"2.0","id":5,"result":' + b"[" * 3000 + b"]" * 3000 + b"}"
     with pytest.raises(json_text.UnreadableJson, match="nested too deeply"):

@@ -43,8 +43,7 @@ DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 # Lines longer than this are shown (transcript, violations) by an excerpt, not decoded whole: an 85 MiB
 # answer must not cost another 85 MiB of text that only its first few thousand characters are kept of.
 EXCERPT_FROM_BYTES = 64 * 1024
-EXCERPT_BYTES = 3900
-TOO_DEEP_TO_CHECK = "is nested too deeply for the suite to check it"  # with its "… [N more bytes]" marker, within a transcript entry (4000 characters)
+EXCERPT_BYTES = 3900  # with its "… [N more bytes]" marker, within a transcript entry (4000 characters)
 
 
 class MessageRules(Protocol):
@@ -390,7 +389,7 @@ class JsonRpcConnection:
         try:
             self._route(raw, text, message, sequence)
         except RecursionError:  # parsed, but too deep for a check that walks it (a schema's validator)
-            self._unreadable(raw, text, TOO_DEEP_TO_CHECK, sequence)
+            self._unreadable(raw, text, json_text.TOO_DEEP_TO_CHECK, sequence)
 
     def _route(self, raw: bytes, text: str, message: Any, sequence: int) -> None:
         inbound = Inbound(time.monotonic(), message, text, raw, sequence)
@@ -431,8 +430,8 @@ class JsonRpcConnection:
         try:
             problems = self.rules.result_problems(call.method, result) if call.check_result else []
         except RecursionError:
-            self._violation(f"stdout carried a line that {TOO_DEEP_TO_CHECK}", inbound.text)
-            _fail_once(call, WireViolation(f"the answer to {call.method} (id {call.id}) {TOO_DEEP_TO_CHECK}"))
+            self._violation(f"stdout carried a line that {json_text.TOO_DEEP_TO_CHECK}", inbound.text)
+            _fail_once(call, WireViolation(f"the answer to {call.method} (id {call.id}) {json_text.TOO_DEEP_TO_CHECK}"))
             return
         if problems:
             call.future.set_exception(SchemaViolation(f"the {call.method} result", problems[0].pointer, problems[0].reason, inbound.text))
@@ -518,11 +517,11 @@ class JsonRpcConnection:
             inbox.put(inbound)
 
     def _on_close(self) -> None:
+        with self._lock:  # told before the connection reads as closed: the cleanup asks once it does
+            self.ended_mid_call = bool(self._pending) and not (self.shutdown_sent or self.input_closed)
         self._closed.set()
         with self._lock:
             pending, self._pending = list(self._pending.values()), {}
-        if pending and not (self.shutdown_sent or self.input_closed):
-            self.ended_mid_call = True
         if pending:
             error = self._crash_error("the provider's stdout closed")
             for call in pending:

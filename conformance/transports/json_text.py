@@ -16,6 +16,10 @@ from typing import Any
 LONG_INT_SEARCH_FROM = 64 * 1024
 
 
+# Parsed, but too deep for a check that walks it (a schema's validator recurses further than the parser).
+TOO_DEEP_TO_CHECK = "is nested too deeply for the suite to check it"
+
+
 class UnreadableJson(ValueError):
     """Well-formed JSON, as far as the suite can tell, that it cannot read (the message says why)."""
 
