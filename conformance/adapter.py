@@ -972,6 +972,12 @@ class Wire(ABC):
         ``next_message``); False at the deadline, or at once where the wire cannot tell."""
         return False
 
+    @property
+    def ended_mid_call(self) -> bool:
+        """Whether the provider's output ended while a call was outstanding: however it exited then (status 0
+        too), it did not end on its own terms."""
+        return False
+
 
 FACETS = ("files", "processes", "terminals", "streams", "operations", "events", "credentials", "wire", "channels")
 

@@ -275,9 +275,10 @@ class ProviderConnections:
 
 def _exited_cleanly(adapter: ProviderAdapter) -> bool:
     """Whether a provider that is gone ended on its own terms (exit status 0: asked to shut down, or
-    its input closed, by a scenario), with its chance to clean up, rather than crashed or killed."""
+    its input closed, by a scenario), with its chance to clean up, rather than crashed or killed. An exit
+    in the middle of a call is no clean exit, whatever its status: nothing asked it to end."""
     wire = adapter.wire
-    return wire is not None and wire.wait_exit(0.0) == 0
+    return wire is not None and not wire.ended_mid_call and wire.wait_exit(0.0) == 0
 
 
 def _close_spare(spare: concurrent.futures.Future[ProviderAdapter]) -> None:

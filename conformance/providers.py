@@ -337,7 +337,8 @@ class _Opening:
 
     def connect(self, label: str, rules: Any) -> jsonrpc.JsonRpcConnection:
         connection = jsonrpc.JsonRpcConnection(_transport(self.config, self.env), rules, channel=label,
-                                               max_message_bytes=self.config.max_message_bytes)
+                                               max_message_bytes=self.config.max_message_bytes,
+                                               write_timeout_s=self.config.call_timeout_s)
         connection.start()
         return connection
 

@@ -332,6 +332,8 @@ BAD_FIRST_FRAMES: dict[str, tuple[Callable[[DataChannel], bytes], str]] = {
                    "unknown channel id 999"),
     "not-json": (lambda c: frame(OPEN, b"{channel"), "not UTF-8 JSON at line 1 column 2"),
     "not-an-object": (lambda c: frame(OPEN, b"[1]"), "not a JSON object"),
+    "too-deep": (lambda c: frame(OPEN, b'{"channel_id":' + b"[" * 3000 + b"]" * 3000 + b"}"), "nested too deeply"),
+    "integer-too-long": (lambda c: frame(OPEN, b'{"channel_id":' + b"1" * 5000 + b"}"), "integer of 5000 digits"),
     "id-not-u64": (lambda c: frame(OPEN, _open_payload(c, channel_id=-1)), "without a u64 channel_id"),
     "token-not-string": (lambda c: frame(OPEN, _open_payload(c, token=7)), "without a string token"),
     "acknowledge-not-bool": (lambda c: frame(OPEN, _open_payload(c, acknowledge="yes")), "not a boolean"),

@@ -37,7 +37,7 @@ class FakeTransport:
     def start(self, on_line, on_close, on_overflow=None) -> None:
         self._on_line, self._on_close = on_line, on_close
 
-    def send(self, frame: bytes) -> None:
+    def send(self, frame: bytes, timeout_s: float | None = None) -> None:
         self.frames.append(frame)
         if self.handler is not None:
             self.handler(self, json.loads(frame))

@@ -29,7 +29,8 @@ from conformance.errors import (
 )
 from conformance.schemas import SchemaProblem
 from conformance.transcript import REDACTOR
-from conformance.transports.base import EXIT_GRACE_S, LineTransport
+from conformance.transports import json_text
+from conformance.transports.base import DEFAULT_WRITE_TIMEOUT_S, EXIT_GRACE_S, InputStalled, LineTransport
 
 Observer = Callable[[str, str, str], None]  # (channel, direction, text)
 
@@ -131,8 +132,9 @@ class JsonRpcConnection:
     """One JSON-RPC peer. Thread-safe: any thread may call; one reader thread routes answers."""
 
     def __init__(self, transport: LineTransport, rules: MessageRules, channel: str = "provider",
-                 max_message_bytes: int | None = None) -> None:
+                 max_message_bytes: int | None = None, write_timeout_s: float = DEFAULT_WRITE_TIMEOUT_S) -> None:
         self.transport = transport
+        self.write_timeout_s = write_timeout_s  # a frame's deadline where no call gives one (notifications, raw)
         self.max_message_bytes = max_message_bytes  # the run's --max-message-bytes; None: the dialect's
         self.rules = rules
         self.channel = channel
@@ -153,6 +155,9 @@ class JsonRpcConnection:
         self._reading.set()
         # Whether anything sent on this connection named the shutdown method (a call, or raw bytes).
         self.shutdown_sent = False
+        self.input_lost: str | None = None  # why nothing more can be sent (the plugin stopped reading its input)
+        self.ended_mid_call = False  # the output ended while a call was outstanding, unasked (no clean exit)
+        self.input_closed = False  # a scenario closed the plugin's input (asking it to exit)
 
     # -- lifecycle -------------------------------------------------------------------------------
 
@@ -191,7 +196,12 @@ class JsonRpcConnection:
     def closed(self) -> bool:
         return self._closed.is_set()
 
+    def close_input(self) -> None:
+        self.input_closed = True
+        self.transport.close_input()
+
     def close(self, grace_s: float = EXIT_GRACE_S) -> None:
+        self.input_closed = True  # the suite ends the plugin: an exit from here on was asked for
         self.transport.close(grace_s=grace_s)
         self._closed.wait(timeout=2.0)
 
@@ -241,7 +251,7 @@ class JsonRpcConnection:
         with self._lock:
             self._pending[request_id] = call
         message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
-        self._send_text(json.dumps(message, separators=(",", ":")), call, method)
+        self._send_text(json.dumps(message, separators=(",", ":")), call, method, timeout_s)
         return call
 
     def call(self, method: str, params: Any, timeout_s: float = 30.0) -> Any:
@@ -258,12 +268,21 @@ class JsonRpcConnection:
             self._raw_sends += 1
         frame = line if line.endswith(b"\n") else line + b"\n"
         self._emit("sent", frame[:-1].decode("utf-8", errors="replace") or "(blank line)")
-        self._write(frame, _method_named(frame))
+        try:
+            self._write(frame, _method_named(frame), self.write_timeout_s)
+        except InputStalled as stalled:
+            raise CallTimeout(f"a raw line could not be sent: {stalled}") from None
 
-    def _send_text(self, text: str, call: PendingCall | None = None, method: str | None = None) -> None:
+    def _send_text(self, text: str, call: PendingCall | None = None, method: str | None = None,
+                   timeout_s: float | None = None) -> None:
         self._emit("sent", text)
         try:
-            self._write(text.encode("utf-8") + b"\n", method)
+            self._write(text.encode("utf-8") + b"\n", method, self.write_timeout_s if timeout_s is None else timeout_s)
+        except InputStalled as stalled:
+            if call is None:
+                raise CallTimeout(f"a notification could not be sent: {stalled}") from None
+            self.forget(call.id)
+            _fail_once(call, CallTimeout(f"{call.method} (request id {call.id}) could not be sent: {stalled}"))
         except (BrokenPipeError, OSError):
             if call is not None:
                 self.forget(call.id)
@@ -272,12 +291,37 @@ class JsonRpcConnection:
             else:
                 raise self._crash_error("a notification could not be sent") from None
 
-    def _write(self, frame: bytes, method: str | None = None) -> None:
+    def _write(self, frame: bytes, method: str | None, timeout_s: float) -> None:
+        if self.input_lost is not None:
+            raise InputStalled(self.input_lost, broken=True)
         if self.closed:
             raise BrokenPipeError("connection closed")
-        self.transport.send(frame)
+        try:
+            self.transport.send(frame, timeout_s)
+        except InputStalled as stalled:
+            self._lose_input(str(stalled))
+            raise
+        except BaseException:
+            # Interrupted (Ctrl-C) while the plugin was not taking a frame: the part sent ends the framing.
+            broken = getattr(self.transport, "input_broken", None)
+            if broken is not None:
+                self._lose_input(broken)
+            raise
         if method == "shutdown":
             self.shutdown_sent = True  # it reached the provider: the close asks no second time
+
+    def _lose_input(self, cause: str) -> None:
+        """The plugin stopped reading its input: nothing more gets through, so the connection ends here, as
+        when its output closes, every outstanding call failing with this cause instead of its deadline."""
+        with self._lock:
+            first = self.input_lost is None
+            self.input_lost = self.input_lost or cause
+            pending, self._pending = list(self._pending.values()), {}
+        if first:
+            self._violation(cause)
+        self._closed.set()
+        for call in pending:
+            _fail_once(call, CallTimeout(f"{cause}, while {call.method} (id {call.id}) was outstanding"))
 
     def forget(self, request_id: int) -> None:
         with self._lock:
@@ -325,13 +369,13 @@ class JsonRpcConnection:
         self._reading.wait()
         self.stdout_lines += 1
         sequence = next(self._received)
-        if not raw.strip():
+        if not raw or raw.isspace():  # not raw.strip(): that would copy a line of any length
             self._emit("note", "(blank line on stdout)")
             return
         text = _shown(raw)
         self._emit("received", text)
         try:
-            message = json.loads(raw)
+            message = json_text.loads(raw)
         except UnicodeDecodeError as exc:
             self._not_utf8(raw, text, exc, sequence)
             return
@@ -339,6 +383,15 @@ class JsonRpcConnection:
             self._violation(f"stdout carried a line that is not JSON ({exc.msg})", text)
             self._deliver_to_inbox(Inbound(time.monotonic(), None, text, raw, sequence))
             return
+        except json_text.UnreadableJson as exc:
+            self._unreadable(raw, text, str(exc), sequence)
+            return
+        try:
+            self._route(raw, text, message, sequence)
+        except RecursionError:  # parsed, but too deep for a check that walks it (a schema's validator)
+            self._unreadable(raw, text, json_text.TOO_DEEP_TO_CHECK, sequence)
+
+    def _route(self, raw: bytes, text: str, message: Any, sequence: int) -> None:
         inbound = Inbound(time.monotonic(), message, text, raw, sequence)
         if isinstance(message, list):
             self._violation("the plugin sent a JSON array (batches are not allowed)", text)
@@ -374,7 +427,12 @@ class JsonRpcConnection:
             call.future.set_exception(self._error_answer(call.method, message["error"], inbound.text))
             return
         result = message.get("result")
-        problems = self.rules.result_problems(call.method, result) if call.check_result else []
+        try:
+            problems = self.rules.result_problems(call.method, result) if call.check_result else []
+        except RecursionError:
+            self._violation(f"stdout carried a line that {json_text.TOO_DEEP_TO_CHECK}", inbound.text)
+            _fail_once(call, WireViolation(f"the answer to {call.method} (id {call.id}) {json_text.TOO_DEEP_TO_CHECK}"))
+            return
         if problems:
             call.future.set_exception(SchemaViolation(f"the {call.method} result", problems[0].pointer, problems[0].reason, inbound.text))
             self._violation(f"the {call.method} result violates its schema {problems[0]}", inbound.text)
@@ -398,8 +456,8 @@ class JsonRpcConnection:
         inbound = Inbound(time.monotonic(), None, text, raw, sequence)
         self._deliver_to_inbox(inbound)
         try:
-            readable = json.loads(raw.decode("utf-8", errors="replace"))
-        except json.JSONDecodeError:
+            readable = json_text.loads(raw.decode("utf-8", errors="replace"))
+        except ValueError:
             return
         request_id = readable.get("id") if isinstance(readable, dict) and "method" not in readable else None
         with self._lock:
@@ -407,6 +465,20 @@ class JsonRpcConnection:
         if call is not None:
             call.answered_at, call.answer_sequence = inbound.at, sequence
             _fail_once(call, WireViolation(f"the answer to {call.method} (id {call.id}) is not valid UTF-8 ({where})"))
+
+    def _unreadable(self, raw: bytes, text: str, problem: str, sequence: int) -> None:
+        """A line the suite cannot read (too deep, an integer too long): a violation naming why; the framing
+        holds, so the connection goes on. If the line answers an outstanding request (its id found by
+        nesting alone), that call fails now with this cause instead of waiting out its deadline."""
+        self._violation(f"stdout carried a line that {problem}", text)
+        inbound = Inbound(time.monotonic(), None, text, raw, sequence)
+        self._deliver_to_inbox(inbound)
+        request_id = json_text.top_level_id(raw)
+        with self._lock:
+            call = self._pending.pop(request_id, None) if request_id is not None else None
+        if call is not None:
+            call.answered_at, call.answer_sequence = inbound.at, sequence
+            _fail_once(call, WireViolation(f"the answer to {call.method} (id {call.id}) {problem}"))
 
     def _on_overflow(self, limit: int) -> None:
         """The peer sent a line longer than ``limit``: the framing is lost (the rest of the line cannot be told
@@ -445,6 +517,8 @@ class JsonRpcConnection:
             inbox.put(inbound)
 
     def _on_close(self) -> None:
+        with self._lock:  # told before the connection reads as closed: the cleanup asks once it does
+            self.ended_mid_call = bool(self._pending) and not (self.shutdown_sent or self.input_closed)
         self._closed.set()
         with self._lock:
             pending, self._pending = list(self._pending.values()), {}
@@ -505,7 +579,7 @@ class JsonRpcRaw:
         return inbound.message if inbound.message is not None else inbound.text
 
     def close_input(self) -> None:
-        self.connection.transport.close_input()
+        self.connection.close_input()
 
     def wait_exit(self, timeout_s: float) -> int | None:
         return self.connection.transport.wait_exit(timeout_s)
@@ -514,8 +588,8 @@ class JsonRpcRaw:
 def _method_named(frame: bytes) -> str | None:
     """The method a raw line names, when it is a JSON object naming one (raw lines may be anything)."""
     try:
-        message = json.loads(frame)
-    except (ValueError, UnicodeDecodeError):
+        message = json_text.loads(frame)
+    except ValueError:
         return None
     method = message.get("method") if isinstance(message, dict) else None
     return method if isinstance(method, str) else None

@@ -195,6 +195,10 @@ class JsonRpcWire(Wire):
     def wait_exit(self, timeout_s: float) -> int | None:
         return self.keep_messages().wait_exit(timeout_s)
 
+    @property
+    def ended_mid_call(self) -> bool:
+        return self._adapter.connection.ended_mid_call
+
     def wait_output_closed(self, timeout_s: float) -> bool:
         # The reader hands on every line before it marks the connection closed.
         deadline = time.monotonic() + timeout_s

@@ -53,6 +53,7 @@ from dataclasses import dataclass
 from typing import Self
 
 from conformance.errors import HarnessError
+from conformance.transports import json_text
 
 OPEN = 0
 STDOUT = 1
@@ -812,10 +813,13 @@ class ChannelServer:
         """The open frame's ``(channel_id, token, acknowledge, body)``, or None after recording why not.
         Unknown members are ignored, as upstream's reader ignores them."""
         try:
-            body = json.loads(payload.decode("utf-8"))
+            body = json_text.loads(payload.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             where = f" at line {exc.lineno} column {exc.colno}" if isinstance(exc, json.JSONDecodeError) else ""
             self._violation(f"an open frame whose payload is not UTF-8 JSON{where}; closed")
+            return None
+        except json_text.UnreadableJson as exc:  # a RecursionError here ended the accepting thread unheard
+            self._violation(f"an open frame whose payload {exc}; closed")
             return None
         if not isinstance(body, dict):
             self._violation("an open frame whose payload is not a JSON object; closed")

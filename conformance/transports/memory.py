@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from conformance.errors import ProviderStartError
-from conformance.transports.base import StderrTail, pump_lines
+from conformance.transports.base import FrameWriter, StderrTail, pump_lines
 
 
 class _StderrWriter(io.TextIOBase):
@@ -66,8 +66,8 @@ class InProcessTransport:
         self.env = dict(env)
         self.display = display or f"{target} {' '.join(self.argv)}".strip()
         self.stderr = StderrTail(stderr_limit_bytes)
-        self._write_lock = threading.Lock()
         self._to_plugin: Any = None  # our end of the plugin's stdin
+        self._writer: FrameWriter | None = None
         self._plugin_stdout_writer: Any = None
         self._server: threading.Thread | None = None
         self._reader: threading.Thread | None = None
@@ -86,6 +86,7 @@ class InProcessTransport:
         plugin_stdin = os.fdopen(stdin_read, "rb")
         plugin_stdout = os.fdopen(stdout_write, "wb")
         self._to_plugin = os.fdopen(stdin_write, "wb", buffering=0)
+        self._writer = FrameWriter(stdin_write)
         self._plugin_stdout_writer = plugin_stdout
         from_plugin = os.fdopen(stdout_read, "rb")
         stderr = _StderrWriter(self.stderr)
@@ -169,21 +170,25 @@ class InProcessTransport:
 
     # -- frames ----------------------------------------------------------------------------------
 
-    def send(self, frame: bytes) -> None:
-        if self._to_plugin is None or self._ended.is_set():
+    def send(self, frame: bytes, timeout_s: float | None = None) -> None:
+        if self._writer is None or self._ended.is_set():
             raise BrokenPipeError("the in-process plugin has ended")
-        with self._write_lock:
-            if self._to_plugin.closed:  # the suite closed it (EOF scenarios): nothing more can be sent
-                raise BrokenPipeError("the plugin's input is closed")
-            self._to_plugin.write(frame)
+        self._writer.write(frame, timeout_s)
+
+    @property
+    def input_broken(self) -> str | None:
+        """Why no frame can be sent any more (part of one went out and the rest could not), or None."""
+        return self._writer.broken if self._writer is not None else None
 
     def close_input(self) -> None:
-        if self._to_plugin is not None:
-            with self._write_lock:
-                try:
-                    self._to_plugin.close()
-                except OSError:
-                    pass
+        if self._writer is not None:
+            self._writer.close(self._close_to_plugin)
+
+    def _close_to_plugin(self) -> None:
+        try:
+            self._to_plugin.close()
+        except OSError:
+            pass
 
     def wait_exit(self, timeout_s: float) -> int | None:
         if self._server is None:

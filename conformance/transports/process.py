@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from conformance.errors import ProviderStartError
-from conformance.transports.base import EXIT_GRACE_S, StderrTail, pump_lines
+from conformance.transports.base import EXIT_GRACE_S, FrameWriter, StderrTail, pump_lines
 
 # Variables a plugin needs to run at all; everything else must be declared by the user.
 BASELINE_ENVIRONMENT = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "USER", "LOGNAME", "TZ")
@@ -92,7 +92,7 @@ class ProcessTransport:
         self.display = display or shlex.join(self.argv)
         self.stderr = StderrTail(stderr_limit_bytes)
         self._proc: subprocess.Popen[bytes] | None = None
-        self._write_lock = threading.Lock()
+        self._writer: FrameWriter | None = None
         self._threads: list[threading.Thread] = []
         self._closed = threading.Event()
         self.max_line_bytes: int | None = None  # the connection sets it (the run's or the dialect's limit)
@@ -124,6 +124,8 @@ class ProcessTransport:
             raise ProviderStartError(f"cannot start plugin {self.argv[0]}: {exc.strerror or exc}") from None
 
         proc = self._proc
+        assert proc.stdin is not None
+        self._writer = FrameWriter(proc.stdin.fileno())  # frames go to the descriptor, never through its buffer
 
         def pump_stdout() -> None:
             assert proc.stdout is not None
@@ -179,24 +181,27 @@ class ProcessTransport:
 
     # -- frames ----------------------------------------------------------------------------------
 
-    def send(self, frame: bytes) -> None:
-        proc = self._proc
-        if proc is None or proc.stdin is None:
+    def send(self, frame: bytes, timeout_s: float | None = None) -> None:
+        if self._writer is None:
             raise BrokenPipeError("plugin not started")
-        with self._write_lock:
-            if proc.stdin.closed:  # the suite closed it (EOF scenarios): nothing more can be sent
-                raise BrokenPipeError("the plugin's input is closed")
-            proc.stdin.write(frame)
-            proc.stdin.flush()
+        self._writer.write(frame, timeout_s)
+
+    @property
+    def input_broken(self) -> str | None:
+        """Why no frame can be sent any more (part of one went out and the rest could not), or None."""
+        return self._writer.broken if self._writer is not None else None
 
     def close_input(self) -> None:
-        proc = self._proc
-        if proc is not None and proc.stdin is not None:
-            with self._write_lock:
-                try:
-                    proc.stdin.close()
-                except OSError:
-                    pass
+        proc, writer = self._proc, self._writer
+        if proc is not None and proc.stdin is not None and writer is not None:
+            writer.close(self._close_stdin)
+
+    def _close_stdin(self) -> None:
+        assert self._proc is not None and self._proc.stdin is not None
+        try:
+            self._proc.stdin.close()  # nothing is buffered there: every frame went to the descriptor
+        except OSError:
+            pass
 
     def wait_exit(self, timeout_s: float) -> int | None:
         """Wait for the process to exit on its own; None when it is still running at the deadline.
