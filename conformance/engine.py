@@ -71,7 +71,8 @@ class RunFacts:
 
 def finish(config: RunConfig, facts: RunFacts, catalogue: Iterable[CatalogueEntry], sweep: SweepOutcome,
            baseline: Baseline | None, interrupted: bool,
-           owned_by: Callable[[str], list[str]] = lambda owner: []) -> Document:
+           owned_by: Callable[[str], list[str]] = lambda owner: [],
+           processes_left: dict[str, Any] | None = None) -> Document:
     """Fold every scenario's result, account for sandboxes, apply the baseline, decide the verdict.
 
     ``owned_by`` names the sandboxes a scenario created (the adapter's ledger): an interrupted
@@ -112,7 +113,7 @@ def finish(config: RunConfig, facts: RunFacts, catalogue: Iterable[CatalogueEntr
                    "died_holding": sorted(facts.orphaned - leaked),
                    "unknown_at_delete": sorted(facts.forgotten - leaked - facts.orphaned), "ids": sorted(created)},
         seed=config.seed, interrupted=interrupted, strict=config.strict, baseline=baseline_report,
-        shard=config.selection.shard,
+        shard=config.selection.shard, processes_left=processes_left,
     )
     writer.write_document(Path(config.report_dir), data, config.report_formats)
     if config.update_baseline:

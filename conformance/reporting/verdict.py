@@ -13,6 +13,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from conformance.leftovers import MARK_VARIABLE as LEFTOVER_MARK
+
 LEVELS = ("must", "should", "may", "gap")
 
 
@@ -95,6 +97,14 @@ def decide(document: dict[str, Any], strict: bool = False, interrupted: bool = F
                                 f"them (answered not_found): nothing was left to delete; refusing a delete of an "
                                 f"unknown id is the delete-idempotency finding (delete-unknown): "
                                 f"{', '.join(unknown[:5])}")
+    left = list((document.get("processes_left") or {}).get("found") or [])
+    if left:
+        shown = "; ".join(f"pid {p['pid']}: {p['command']} ({p['fate']})" for p in left[:5])
+        more = f"; and {len(left) - 5} more (results.json lists them all)" if len(left) > 5 else ""
+        verdict.warnings.append(f"{len(left)} process(es) started by this run were still running after it had closed "
+                                f"every plugin (found by {LEFTOVER_MARK} in their environment: detached with setsid, "
+                                f"daemonized, or left by an abandoned worker); the suite ended them, each one's fate "
+                                f"in brackets: {shown}{more}")
     if interrupted:
         verdict.reasons.append("the run was interrupted: its results are incomplete")
     verdict.passed = not verdict.reasons

@@ -40,6 +40,7 @@ def build_document(
     baseline: dict[str, Any] | None = None,
     flaky: list[dict[str, Any]] | None = None,
     shard: tuple[int, int] | None = None,
+    processes_left: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     results = sorted(results, key=lambda r: (r.feature, r.id))
     document = {
@@ -60,6 +61,7 @@ def build_document(
         "summary": summarize(results),
         "sandboxes": sandboxes,
         "wire_violations_outside_scenarios": unattributed,
+        **({"processes_left": processes_left} if processes_left is not None else {}),
         "gaps": gap_section(results),
         "baseline": baseline,
         "flaky": flaky or [],
