@@ -10,6 +10,7 @@ import pytest
 from conformance import interrupts, leftovers
 from conformance.config import RunConfig
 from conformance.engine import SweepOutcome, finish
+from conformance.plugin import workers
 from conformance.plugin.keys import RunState
 from conformance.reporting import catalogue
 from conformance.transcript import REDACTOR
@@ -17,9 +18,15 @@ from conformance.transcript import REDACTOR
 
 def finish_run(session: pytest.Session, state: RunState, exitstatus: int) -> None:
     connections = state.connections
+    # even after a third signal abandoned the scenarios' cleanup: it finds a sandbox whose create was cut off
+    # before its answer, which no account names
     sweep = connections.sweep()
     shared = connections.current()
     connections.close()
+    own = workers.accounts(state)  # the controller's own interrupted scenarios, as a worker's are
+    state.facts.created.extend(sid for sid in own["created"] if sid not in state.facts.created)
+    state.facts.unknown.update(own["unknown"])
+    state.facts.silent_workers = workers.fold_accounts(state)
     # outside any scenario, so nothing else redacts them: a leftover's command line may hold a secret
     state.facts.unattributed.extend(REDACTOR.text(finding) for finding in connections.take_closing_findings())
     processes_left = processes_left_by(state.config)
