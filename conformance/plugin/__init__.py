@@ -11,6 +11,7 @@ worker builds its own from the serialized ``RunConfig`` (``conformance/pytest_pl
     outcomes.py   a typed PhaseReport per phase, folded on the controller
     progress.py   while the run goes: the live line on a terminal, failure lines in a CI log
     finish.py     sweep, the engine's finish, the exit status, the terminal summary
+    workers.py    xdist workers: the signals passed on to them, their sandbox accounts, the run's mark
 """
 
 from __future__ import annotations
