@@ -24,7 +24,8 @@ def finish_run(session: pytest.Session, state: RunState, exitstatus: int) -> Non
     shared = connections.current()
     connections.close()
     own = workers.accounts(state)  # the controller's own interrupted scenarios, as a worker's are
-    state.facts.created.extend(sid for sid in own["created"] if sid not in state.facts.created)
+    known = set(state.facts.created)
+    state.facts.created.extend(sid for sid in own["created"] if sid not in known)
     state.facts.unknown.update(own["unknown"])
     state.facts.silent_workers = workers.fold_accounts(state)
     # outside any scenario, so nothing else redacts them: a leftover's command line may hold a secret

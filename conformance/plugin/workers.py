@@ -64,7 +64,7 @@ def accounts(state: RunState) -> dict[str, Any]:
     for owner, run in list(state.open_runs.items()):
         total.merge(run.cleanup)
         for adapter in (run.adapter, *run.fresh):
-            total.created.extend(sid for sid in adapter.ledger.owned(owner) if sid not in total.created)
+            total.created.extend(adapter.ledger.owned(owner))  # duplicates dropped below
             unknown.extend(sid for sid in adapter.ledger.outstanding(owner)
                            if sid not in run.cleanup.leaked and sid not in unknown)
     return {"created": list(dict.fromkeys(total.created)), "leaked": sorted(total.leaked),
