@@ -124,3 +124,29 @@ def test_sigterm_under_xdist_accounts_every_sandbox_and_leaves_no_process(tmp_pa
     if signals == 1:  # nothing abandoned: every cleanup ran
         assert still == [] and reported_left == set(), accounts
         assert accounts["deleted"] == accounts["created"], accounts
+
+
+def test_a_signal_in_another_plugins_session_finish_still_gets_a_report(tmp_path: Path) -> None:
+    """In process: the report is written by a wrapper around the whole session finish, not only by the suite's own
+    part of it, which a signal landing earlier in the hook (xdist's teardown) would skip."""
+    from conformance import interrupts, runner
+    from conformance.config import RunConfig, Selection
+    from tests import inprocess
+
+    config = RunConfig(provider=inprocess.plugin(run_id=f"finish-{uuid.uuid4().hex[:8]}"),
+                       selection=Selection(scenarios=("exec-env",)), report_dir=str(tmp_path / "r"), seed=1,
+                       pytest_args=("-p", "tests.interrupt_at_session_finish"))
+    outcome = None
+    try:
+        outcome = runner.run(config)
+    except KeyboardInterrupt:
+        pass  # it escaped the run: asserted below, without ending this test session
+    finally:
+        interrupted = interrupts.INTERRUPTED.is_set()
+        interrupts.INTERRUPTED.clear()  # a process-wide fact: the next in-process run starts afresh
+    assert outcome is not None, "the signal escaped the run, which ended without finishing its session"
+    assert interrupted and outcome.exit_code == 1, outcome
+    assert (tmp_path / "r" / "results.json").exists(), "no report was written"
+    results = json.loads((tmp_path / "r" / "results.json").read_text())
+    assert results["run"]["interrupted"] is True
+    assert results["sandboxes"]["created"] == results["sandboxes"]["deleted"] == 1, results["sandboxes"]
