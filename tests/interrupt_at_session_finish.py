@@ -4,5 +4,5 @@ xdist's is when a third Ctrl-C lands while it waits for its workers: the run mus
 from __future__ import annotations
 
 
-def pytest_sessionfinish(session, exitstatus) -> None:  # noqa: ARG001 - pytest's hook signature
+def pytest_sessionfinish(session, exitstatus) -> None:
     raise KeyboardInterrupt
