@@ -67,11 +67,15 @@ class RunFacts:
     # sandboxes whose delete the provider answered not_found: it no longer knew them (no leak; see delete-unknown)
     forgotten: set[str] = field(default_factory=set)
     unattributed: list[str] = field(default_factory=list)  # violations seen between scenarios
+    # sandboxes of an interrupted scenario whose cleanup was abandoned before their delete was answered
+    unknown: set[str] = field(default_factory=set)
+    silent_workers: int = 0  # xdist workers that ended without handing over their sandbox accounts
 
 
 def finish(config: RunConfig, facts: RunFacts, catalogue: Iterable[CatalogueEntry], sweep: SweepOutcome,
            baseline: Baseline | None, interrupted: bool,
-           owned_by: Callable[[str], list[str]] = lambda owner: []) -> Document:
+           owned_by: Callable[[str], list[str]] = lambda owner: [],
+           processes_left: dict[str, Any] | None = None) -> Document:
     """Fold every scenario's result, account for sandboxes, apply the baseline, decide the verdict.
 
     ``owned_by`` names the sandboxes a scenario created (the adapter's ledger): an interrupted
@@ -103,16 +107,20 @@ def finish(config: RunConfig, facts: RunFacts, catalogue: Iterable[CatalogueEntr
                 result.reproduce = REDACTOR.text(config.reproduce(result.id))
                 created.extend(sid for sid in owned_by(result.id) if sid not in created)
     leaked = (facts.leaked - set(sweep.deleted)) | set(sweep.leaked)
+    unknown = facts.unknown - set(sweep.deleted) - leaked
     data = writer.build_document(
         results, provider=facts.provider, run_id=config.run_id, started_at=facts.started_at,
         unattributed=facts.unattributed,
         sandboxes={"created": len(created),
-                   "deleted": len(created) - len((facts.leaked | facts.orphaned | facts.forgotten) & set(created)),
+                   "deleted": len(created) - len((facts.leaked | facts.orphaned | facts.forgotten | unknown)
+                                                 & set(created)),
                    "leaked": sorted(leaked), "swept": sorted(sweep.deleted),
                    "died_holding": sorted(facts.orphaned - leaked),
-                   "unknown_at_delete": sorted(facts.forgotten - leaked - facts.orphaned), "ids": sorted(created)},
+                   "unknown_at_delete": sorted(facts.forgotten - leaked - facts.orphaned), "ids": sorted(created),
+                   **({"unknown_fate": sorted(unknown)} if unknown else {}),
+                   **({"workers_unaccounted": facts.silent_workers} if facts.silent_workers else {})},
         seed=config.seed, interrupted=interrupted, strict=config.strict, baseline=baseline_report,
-        shard=config.selection.shard,
+        shard=config.selection.shard, processes_left=processes_left,
     )
     data = redact_document(data)
     writer.write_document(Path(config.report_dir), data, config.report_formats)

@@ -7,10 +7,12 @@ import os
 import re
 import shlex
 import sys
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from conformance import leftovers
 from conformance.adapter import ProviderAdapter
 from conformance.dialects import jsonrpc, registry, rest, sandbox_driver_v1, sandbox_driver_v2
 from conformance.dialects.jsonrpc_adapter import JsonRpcAdapter, SchemaRules
@@ -55,6 +57,9 @@ class ProviderConfig:
     pass_env: tuple[str, ...] = ()
     create_spec: dict[str, Any] | None = None
     run_id: str = "local"
+    # With the run id, the mark in every plugin process's environment (conformance/leftovers.py): one per
+    # invocation, so runs that share a run id never mistake each other's processes for their own.
+    run_token: str = field(default_factory=lambda: uuid.uuid4().hex[:16], compare=False)
     call_timeout_s: float = 30.0
     # --startup-timeout: the handshake's deadline. Its answer comes only once the process has started (an
     # interpreter importing its modules on a loaded machine takes seconds), which is not the call latency
@@ -330,6 +335,8 @@ class _Opening:
         self.channel = channel
         self.strict_handshake = strict_handshake
         self.env = scrubbed_environment(config.env, config.pass_env)
+        name, value = leftovers.mark_entry(config.run_id, config.run_token)
+        self.env[name] = value  # set last: whatever the user declared, the run can find what it started
         self.settings = AdapterSettings(command=config.display, base_spec=config.create_spec,
                                         run_labels=config.run_labels, call_timeout_s=config.call_timeout_s,
                                         sandboxes_per_process=config.sandboxes_per_process,

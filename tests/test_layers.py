@@ -42,7 +42,7 @@ LAYERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         "conformance.plugin", "conformance.runner", "conformance.engine", "conformance.reporting",
         "conformance.config", "conformance.reference", "conformance_steps", "pytest")),
     # builds adapters from a configuration: the one place above the adapter that names dialects
-    "connections": (("conformance/providers.py", "conformance/connections.py"), (
+    "connections": (("conformance/providers.py", "conformance/connections.py", "conformance/leftovers.py"), (
         "conformance.plugin", "conformance.runner", "conformance.engine", "conformance.reporting",
         "conformance.config", "conformance.cli", "conformance.reference", "conformance_steps", "pytest")),
     # the run's machinery: never a dialect or a transport

@@ -331,4 +331,5 @@ class JsonRpcAdapter(ProviderAdapter):
         if outcome.leftovers:
             self.connection._violation(
                 "the provider exited leaving processes outside its process group that hold its output open "
-                f"(the suite stopped reading and left them running): {'; '.join(outcome.leftovers)}")
+                "(the suite stopped reading them; the end of the run ends what still runs): "
+                f"{'; '.join(outcome.leftovers)}")

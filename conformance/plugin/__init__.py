@@ -11,11 +11,13 @@ worker builds its own from the serialized ``RunConfig`` (``conformance/pytest_pl
     outcomes.py   a typed PhaseReport per phase, folded on the controller
     progress.py   while the run goes: the live line on a terminal, failure lines in a CI log
     finish.py     sweep, the engine's finish, the exit status, the terminal summary
+    workers.py    xdist workers: the signals passed on to them, their sandbox accounts, the run's mark
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import replace
 from typing import Any
 
@@ -27,7 +29,7 @@ from conformance.config import RunConfig
 from conformance.connections import ProviderConnections
 from conformance.engine import RunFacts
 from conformance.errors import CapabilityNotDeclared, ConformanceError, NotExpressible
-from conformance.plugin import fixtures, outcomes, progress, selection, step_lookup, steps
+from conformance.plugin import fixtures, outcomes, progress, selection, step_lookup, steps, workers
 from conformance.plugin.finish import finish_run, print_summary
 from conformance.plugin.keys import INFO, RUN, STATE, WORKER_CONFIG, RunState, state_of
 from conformance.reporting.baseline import Baseline
@@ -49,6 +51,7 @@ class ConformancePlugin:
         self.is_worker = is_worker
         self.state: RunState | None = None
         self.pytest_config: pytest.Config | None = None
+        self._undo = ExitStack()  # what pytest_configure set up for the process (signals, environment)
 
     # -- configuration ---------------------------------------------------------------------------
 
@@ -60,6 +63,14 @@ class ConformancePlugin:
         connections = ProviderConnections(self.config.provider, connected=self.connected)
         self.state = RunState(self.config, connections, self.is_worker, RunFacts(provider={}), baseline)
         config.stash[STATE] = self.state
+        if self.is_worker:
+            interrupts.detach_worker()
+            self._undo.enter_context(interrupts.trapped(quiet=True))
+        else:
+            config.pluginmanager.register(_ReportWhateverHappens(self.state), "sandbox-conformance-report-guard")
+            if self.config.workers:
+                self._undo.callback(workers.restore_environment, workers.marked_environment(self.config))
+                self._undo.callback(interrupts.forget_workers)
         config.pluginmanager.register(fixtures, "conformance.plugin.fixtures")
         if not self.is_worker:
             config.pluginmanager.register(progress.RunProgress(self.state, config), progress.PLUGIN_NAME)
@@ -70,6 +81,10 @@ class ConformancePlugin:
     def pytest_configure_node(self, node: Any) -> None:
         """xdist: a worker gets the run's configuration as the first connection settled it."""
         node.workerinput[WORKER_CONFIG] = replace(self.config, provider=self.state.connections.config).to_json()
+        workers.on_node_configured(self.state, node)
+
+    def pytest_unconfigure(self, config: pytest.Config) -> None:
+        self._undo.close()
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_bdd_apply_tag(self, tag: str, function: Any) -> Any:
@@ -157,7 +172,11 @@ class ConformancePlugin:
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if self.is_worker:
-            self.state.connections.close()
+            with interrupts.shielded():
+                self.state.connections.close()
+                workeroutput = getattr(session.config, "workeroutput", None)
+                if workeroutput is not None:  # sent to the controller once the session finishes
+                    workeroutput[workers.ACCOUNTS] = workers.accounts(self.state)
             return
         with interrupts.shielded():
             finish_run(session, self.state, exitstatus)
@@ -166,6 +185,33 @@ class ConformancePlugin:
         state = state_of(config)
         if state is not None and not self.is_worker:
             print_summary(state, terminalreporter)
+
+
+class _ReportWhateverHappens:
+    """The controller's: a signal that lands in another plugin's session finish (a third one, while xdist
+    waits for its workers) ends that hook before ``pytest_sessionfinish`` writes the report. This wraps the
+    whole hook, so the report is written then, with what is known, and its summary printed (the terminal
+    reporter's was skipped too)."""
+
+    def __init__(self, state: RunState) -> None:
+        self.state = state
+
+    @pytest.hookimpl(wrapper=True, tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session) -> Iterator[None]:
+        if interrupts.INTERRUPTED.is_set() and self.state.workers:
+            workers.await_accounts(self.state)  # before xdist tells them to exit
+        try:
+            return (yield)
+        except KeyboardInterrupt:
+            interrupts.INTERRUPTED.set()
+            if self.state.document is not None:
+                raise
+            with interrupts.shielded():
+                finish_run(session, self.state, pytest.ExitCode.INTERRUPTED)
+                reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+                if reporter is not None:
+                    print_summary(self.state, reporter)
+            return None
 
 
 def provider_info(adapter: ProviderAdapter, state: RunState) -> dict[str, Any]:

@@ -57,12 +57,15 @@ def _conformance_scenario(request: pytest.FixtureRequest) -> Iterator[None]:
     state.facts.unattributed.extend(REDACTOR.text(str(v)) for v in adapter.take_violations())
     run = ScenarioRun(adapter, stderr_start=adapter.stderr_position())
     item.stash[RUN] = run
+    state.open_runs[info.id] = run  # until its cleanup is done: an interrupted one is accounted from here
     with adapter.recording(run.transcript), scenario_owner(adapter, info.id):
         yield
         for fresh in run.fresh:
             run.cleanup.merge(connections.cleanup(fresh, info.id))
             connections.end(fresh)
         run.cleanup.merge(connections.cleanup(adapter, info.id))
+    state.cleaned.merge(run.cleanup)
+    del state.open_runs[info.id]
     if run.cleanup.leaked:
         detail = "; ".join(f"{sid}: {why}" for sid, why in run.cleanup.leaked.items())
         raise AssertionError(f"could not delete the scenario's sandboxes: {detail}")

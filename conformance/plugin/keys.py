@@ -57,6 +57,11 @@ class RunState:
     facts: RunFacts
     baseline: Baseline | None = None
     document: Document | None = None
+    # A worker's sandbox accounts (``workers.py``): what finished cleanups reported, and the scenarios whose
+    # cleanup has not finished (interrupted, or abandoned by a third signal), by scenario id.
+    cleaned: CleanupReport = field(default_factory=CleanupReport)
+    open_runs: dict[str, ScenarioRun] = field(default_factory=dict)
+    workers: list[Any] = field(default_factory=list)  # the controller's xdist nodes, for their accounts
 
 
 STATE = pytest.StashKey[RunState]()

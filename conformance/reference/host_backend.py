@@ -164,18 +164,23 @@ class HostBackend:
         return self.root / sandbox_id / "record.json"
 
     def _load(self) -> None:
+        """The records of a persistent registry this process does not know yet. The registry is shared by every
+        plugin process using it, as a real provider's state is: a listing shows what others created since."""
         if not self.persistent:
             return
         for record_file in self.root.glob("*/record.json"):
+            if record_file.parent.name in self._sandboxes:
+                continue
             try:
                 data = json.loads(record_file.read_text())
             except (OSError, json.JSONDecodeError):
                 continue
-            self._sandboxes[data["id"]] = HostSandbox(
-                id=data["id"], name=data.get("name"), labels=data.get("labels", {}), env=data.get("env", {}),
-                workspace=Path(data["workspace"]), state=data.get("state", "running"),
-                created_at=data.get("created_at", time.time()),
-            )
+            with self._lock:  # a record written meanwhile by this process is known by now: keep that one
+                self._sandboxes.setdefault(data["id"], HostSandbox(
+                    id=data["id"], name=data.get("name"), labels=data.get("labels", {}), env=data.get("env", {}),
+                    workspace=Path(data["workspace"]), state=data.get("state", "running"),
+                    created_at=data.get("created_at", time.time()),
+                ))
 
     def _save(self, sandbox: HostSandbox) -> None:
         path = self._record_path(sandbox.id)
@@ -220,6 +225,7 @@ class HostBackend:
         return sandbox
 
     def list(self, labels: Mapping[str, str] | None = None) -> list[HostSandbox]:
+        self._load()  # a persistent registry is shared: what other processes created since is listed too
         with self._lock:
             sandboxes = [s for s in self._sandboxes.values() if s.state != "deleted"]
         wanted = dict(labels or {})

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from conformance.reporting.model import _SEVERITY, is_other_dialect_skip, summarize_outcomes
-from conformance.reporting.writer import finish_document
+from conformance.reporting.writer import finish_document, merge_processes_left
 
 # xfail and xpass sit beside failed: a baselined failure that passes once is as worrying as a failure.
 _RANK = {**_SEVERITY, "xfail": _SEVERITY["failed"], "xpass": _SEVERITY["failed"]}
@@ -44,7 +44,11 @@ def merge(documents: list[dict[str, Any]]) -> dict[str, Any]:
         "died_holding": sorted({sid for d in documents for sid in d["sandboxes"].get("died_holding", [])}),
         "unknown_at_delete": sorted({sid for d in documents for sid in d["sandboxes"].get("unknown_at_delete", [])}),
         "ids": sorted({sid for d in documents for sid in d["sandboxes"].get("ids", [])}),
+        "unknown_fate": sorted({sid for d in documents for sid in d["sandboxes"].get("unknown_fate", [])}),
     }
+    processes_left = merge_processes_left(documents)
+    if processes_left is not None:
+        merged["processes_left"] = processes_left
     merged["wire_violations_outside_scenarios"] = [
         v for d in documents for v in d.get("wire_violations_outside_scenarios", [])]
     stale = {}

@@ -11,7 +11,7 @@ from typing import Any
 
 from conformance.errors import UsageError
 from conformance.reporting.model import is_other_dialect_skip, summarize_outcomes
-from conformance.reporting.writer import finish_document
+from conformance.reporting.writer import finish_document, merge_processes_left
 
 # What must agree for documents to be parts of one provider's run; the rest (run id, timing) may differ.
 PROVIDER_FIELDS = ("kind", "version", "dialect", "transport", "command")
@@ -66,8 +66,11 @@ def merge(documents: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
         "created": sum(d["sandboxes"]["created"] for _, d in documents),
         "deleted": sum(d["sandboxes"]["deleted"] for _, d in documents),
         **{key: sorted({sid for _, d in documents for sid in d["sandboxes"].get(key, [])})
-           for key in ("leaked", "swept", "died_holding", "unknown_at_delete", "ids")},
+           for key in ("leaked", "swept", "died_holding", "unknown_at_delete", "ids", "unknown_fate")},
     }
+    processes_left = merge_processes_left([d for _, d in documents])
+    if processes_left is not None:
+        merged["processes_left"] = processes_left
     merged["wire_violations_outside_scenarios"] = [
         v for _, d in documents for v in d.get("wire_violations_outside_scenarios", [])]
     merged["flaky"] = [entry for _, d in documents for entry in d.get("flaky", [])]

@@ -115,7 +115,9 @@ def render_summary(document: dict[str, Any], width: int = 110, color: bool = Fal
                   + (f", {len(died_holding)} held by a provider that died (only a restarted provider answered "
                      f"their delete: not confirmed gone): {', '.join(died_holding[:5])}" if died_holding else "")
                   + (f", {len(unknown)} unknown to the provider at their delete (answered not_found): "
-                     f"{', '.join(unknown[:5])}" if unknown else ""),
+                     f"{', '.join(unknown[:5])}" if unknown else "")
+                  + (f", {len(sandboxes['unknown_fate'])} of unknown fate (cleanup abandoned)"
+                     if sandboxes.get("unknown_fate") else ""),
                   markup=False, soft_wrap=True)
     for violation in document.get("wire_violations_outside_scenarios") or []:
         console.print(f"wire violation outside any scenario: {violation}", markup=False)

@@ -13,6 +13,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from conformance.leftovers import MARK_VARIABLE as LEFTOVER_MARK
+
 LEVELS = ("must", "should", "may", "gap")
 
 
@@ -95,6 +97,24 @@ def decide(document: dict[str, Any], strict: bool = False, interrupted: bool = F
                                 f"them (answered not_found): nothing was left to delete; refusing a delete of an "
                                 f"unknown id is the delete-idempotency finding (delete-unknown): "
                                 f"{', '.join(unknown[:5])}")
+    unknown_fate = (document.get("sandboxes") or {}).get("unknown_fate") or []
+    if unknown_fate:
+        verdict.warnings.append(f"{len(unknown_fate)} sandbox(es) of interrupted scenarios have an unknown fate: their "
+                                f"cleanup was abandoned before their delete was answered, and the sweep by run label "
+                                f"did not find them (`sandbox-conformance sweep` deletes any that remain): "
+                                f"{', '.join(unknown_fate[:5])}")
+    silent = (document.get("sandboxes") or {}).get("workers_unaccounted") or 0
+    if silent:
+        verdict.warnings.append(f"{silent} xdist worker(s) ended without handing over their sandbox accounts: sandboxes "
+                                f"they created may be missing from the count (the sweep by run label found any left)")
+    left = list((document.get("processes_left") or {}).get("found") or [])
+    if left:
+        shown = "; ".join(f"pid {p['pid']}: {p['command']} ({p['fate']})" for p in left[:5])
+        more = f"; and {len(left) - 5} more (results.json lists them all)" if len(left) > 5 else ""
+        verdict.warnings.append(f"{len(left)} process(es) started by this run were still running after it had closed "
+                                f"every plugin (found by {LEFTOVER_MARK} in their environment: detached with setsid, "
+                                f"daemonized, or left by an abandoned worker); the suite ended them, each one's fate "
+                                f"in brackets: {shown}{more}")
     if interrupted:
         verdict.reasons.append("the run was interrupted: its results are incomplete")
     verdict.passed = not verdict.reasons

@@ -41,6 +41,7 @@ def build_document(
     baseline: dict[str, Any] | None = None,
     flaky: list[dict[str, Any]] | None = None,
     shard: tuple[int, int] | None = None,
+    processes_left: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     results = sorted(results, key=lambda r: (r.feature, r.id))
     document = {
@@ -61,6 +62,7 @@ def build_document(
         "summary": summarize(results),
         "sandboxes": sandboxes,
         "wire_violations_outside_scenarios": unattributed,
+        **({"processes_left": processes_left} if processes_left is not None else {}),
         "gaps": gap_section(results),
         "baseline": baseline,
         "flaky": flaky or [],
@@ -72,6 +74,20 @@ def build_document(
 # Outcomes whose scenario carries the full diagnostics (transcript, stderr, requirement texts).
 DIAGNOSED = ("failed", "error", "xfail")
 _FAILURE_ORDER = {"error": 0, "failed": 1, "xpass": 2}
+
+
+def merge_processes_left(documents: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The leftover processes of several runs (repetitions, shards) as one run's: every one found; checked
+    only if every run checked. None when no run recorded the check (documents of an older suite)."""
+    recorded = [d["processes_left"] for d in documents if "processes_left" in d]
+    if not recorded:
+        return None
+    merged: dict[str, Any] = {"checked": all(r["checked"] for r in recorded),
+                              "found": [entry for r in recorded for entry in r["found"]]}
+    why_not = sorted({r["why_not"] for r in recorded if not r["checked"] and r.get("why_not")})
+    if why_not:
+        merged["why_not"] = "; ".join(why_not)
+    return merged
 
 
 def finish_document(document: dict[str, Any]) -> dict[str, Any]:
