@@ -14,6 +14,7 @@ import json
 import os
 import re
 import secrets
+import shlex
 import signal
 import subprocess
 import sys
@@ -70,26 +71,40 @@ def test_a_declared_capability_that_does_not_work_fails_and_is_never_skipped(run
     assert "exec.stdin" in run.results["provider"]["declared"]
 
 
-def _refusing_restart_plugin(tmp_path: Path, live_s: float) -> str:
+def _refusing_restart_plugin(tmp_path: Path, execs_answered: int) -> str:
     """A plugin whose first start (the preflight handshake, which then serves the run) is the reference
-    plugin, killed after ``live_s`` seconds, mid-run; every later start fails at once."""
+    plugin, killed mid-run once it has answered ``execs_answered`` exec/run requests (its stderr log says
+    so: an event, not a clock, so a loaded machine kills it at the same point); every later start fails at
+    once."""
     counter = tmp_path / "starts"
-    script = tmp_path / "plugin.sh"
+    script = tmp_path / "plugin.py"
     script.write_text(textwrap.dedent(f"""\
-        #!/bin/sh
-        n=$(cat {counter} 2>/dev/null || echo 0); n=$((n + 1)); echo $n > {counter}
-        if [ "$n" -le 1 ]; then exec timeout -s KILL {live_s} {plugin_command()}; fi
-        echo "refusing to start (start number $n)" >&2
-        exit 3
+        import subprocess, sys
+        from pathlib import Path
+        counter = Path({str(counter)!r})
+        n = int(counter.read_text() or 0) + 1 if counter.exists() else 1
+        counter.write_text(str(n))
+        if n > 1:
+            print(f"refusing to start (start number {{n}})", file=sys.stderr)
+            sys.exit(3)
+        plugin = subprocess.Popen({shlex.split(plugin_command())!r}, stderr=subprocess.PIPE)
+        answered = 0
+        for line in plugin.stderr:
+            sys.stderr.buffer.write(line)
+            sys.stderr.flush()
+            answered += b" exec/run: ok" in line
+            if answered >= {execs_answered}:
+                plugin.kill()
+                break
+        sys.exit(plugin.wait())
         """))
-    script.chmod(0o755)
-    return str(script)
+    return shlex.join([sys.executable, str(script)])
 
 
 def test_a_provider_that_cannot_be_restarted_is_an_error_not_a_failure(suite, tmp_path: Path) -> None:
     """Subprocess: a plugin process killed mid-run whose restarts a wrapping script refuses."""
     # The dialect is given: detection would spend the first start on the v2 initialize the plugin refuses.
-    run = suite("--plugin", _refusing_restart_plugin(tmp_path, live_s=7), "--dialect", "sandbox-driver-v1",
+    run = suite("--plugin", _refusing_restart_plugin(tmp_path, execs_answered=5), "--dialect", "sandbox-driver-v1",
                 "--feature", "exec.feature", "--feature", "streaming.feature", timeout=600)
     assert run.exit_code == 1, run.stdout[-2000:]
     errors = [s for s in run.results["scenarios"] if s["outcome"] == "error"]
