@@ -352,7 +352,9 @@ class DataChannel:
         self._problems: list[str] = []
         self._problem_kinds: set[str] = set()
         self._frames = _FrameQueue(INBOUND_QUEUE_FRAMES)
-        self._state = threading.Condition()
+        # The reader takes the lock itself per frame (a Condition's enter is Python code).
+        self._state_lock = threading.RLock()
+        self._state = threading.Condition(self._state_lock)
         self._wire: _Wire | None = None
         self._ready = threading.Event()  # bound, and the acknowledgement (if any) is settled
         self._closed = False
@@ -603,7 +605,7 @@ class DataChannel:
 
     def _read_frames(self, wire: _Wire) -> bool:
         """Read until the connection ends; True when the plugin ended it, False when we stopped."""
-        records, state, frames = self._records, self._state, self._frames
+        records, state, frames = self._records, self._state_lock, self._frames
         while True:
             offset = wire.consumed
             try:
