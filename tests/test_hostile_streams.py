@@ -172,6 +172,27 @@ def test_an_unlimited_retention_keeps_no_more_than_the_hosts_cap() -> None:
     assert len(copy.head) + len(copy.tail) <= UNLIMITED_RETAINED_BYTES  # the tail's ring never outgrows its share
 
 
+def test_a_record_wakes_whoever_waits_on_it_at_each_chunk() -> None:
+    record = StreamRecord()
+    woke = threading.Event()
+
+    def wait() -> None:
+        if record.wait_until(lambda r: r.count == 2, 10.0):
+            woke.set()
+
+    waiter = threading.Thread(target=wait, daemon=True)
+    waiter.start()
+    record.add(0.0, 1, "stdout", b"one")
+    assert not woke.wait(0.2)
+    record.add(0.0, 2, "stdout", b"two")
+    assert woke.wait(5.0)
+    waiter.join(5.0)
+    assert record.totals["stdout"].length == 6 and record.totals["stdout"].last() == b"onetwo"
+    big = bytes(range(256)) * 40  # one chunk longer than the edge: it alone is the tail
+    record.add(0.0, 3, "stdout", big)
+    assert record.totals["stdout"].last() == big[-4096:] and record.totals["stdout"].length == 6 + len(big)
+
+
 # -- a large stream through the adapter, in bounded memory ------------------------------------------------
 
 
