@@ -19,9 +19,9 @@ import time
 SCENARIOS = ("delete-unknown", "exec-env", "create-describe-delete")
 
 
-def subprocess_run() -> float:
+def subprocess_run(scenarios: tuple[str, ...] = SCENARIOS) -> float:
     with tempfile.TemporaryDirectory() as reports:
-        selection = [argument for sid in SCENARIOS for argument in ("--scenario", sid)]
+        selection = [argument for sid in scenarios for argument in ("--scenario", sid)]
         started = time.monotonic()
         completed = subprocess.run([sys.executable, "-m", "conformance.cli", "run", "--report-dir", reports,
                                     "--seed", "1", *selection], check=False, capture_output=True, text=True)
@@ -31,14 +31,14 @@ def subprocess_run() -> float:
     return elapsed
 
 
-def in_process_run() -> float:
+def in_process_run(scenarios: tuple[str, ...] = SCENARIOS) -> float:
     from conformance import runner
     from conformance.config import RunConfig, Selection
     from conformance.providers import ProviderConfig
 
     with tempfile.TemporaryDirectory() as reports:
         config = RunConfig(provider=ProviderConfig(in_process=("conformance.reference.host_plugin:serve",)),
-                           selection=Selection(scenarios=SCENARIOS), report_dir=reports, seed=1)
+                           selection=Selection(scenarios=scenarios), report_dir=reports, seed=1)
         started = time.monotonic()
         with contextlib.redirect_stdout(io.StringIO()):
             outcome = runner.run(config)
@@ -51,17 +51,22 @@ def in_process_run() -> float:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=7, help="interleaved repetitions of each (default 7)")
+    parser.add_argument("--scenario", action="append", dest="scenarios", metavar="ID",
+                        help=f"a scenario of the run, repeatable (default: {', '.join(SCENARIOS)})")
     args = parser.parse_args()
-    in_process_run()  # the first in-process run imports and parses everything once, as a test worker does
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
+    scenarios = tuple(args.scenarios or SCENARIOS)
+    in_process_run(scenarios)  # the first in-process run imports and parses everything once, as a test worker does
     raw, ours = [], []
     for _ in range(args.repeat):  # interleaved, so a slow moment of the machine hits both alike
-        raw.append(subprocess_run())
-        ours.append(in_process_run())
+        raw.append(subprocess_run(scenarios))
+        ours.append(in_process_run(scenarios))
 
     def spread(values: list[float]) -> str:
         return f"median {statistics.median(values):.3f} s (min {min(values):.3f}, max {max(values):.3f})"
 
-    print(f"{len(SCENARIOS)} scenarios, {args.repeat} interleaved repetitions")
+    print(f"{len(scenarios)} scenarios, {args.repeat} interleaved repetitions")
     print(f"  subprocess CLI + plugin process (baseline): {spread(raw)}")
     print(f"  in-process runner + plugin on a thread:     {spread(ours)}")
     print(f"  ratio in-process / subprocess: {statistics.median(ours) / statistics.median(raw):.2f}")

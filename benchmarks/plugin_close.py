@@ -55,14 +55,17 @@ def transport_close(argv: list[str], settle_s: float = SETTLE_S) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--output", type=Path, help="where the JSON figures go (default reports/benchmarks/)")
     args = parser.parse_args()
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
     figures = interleaved({
         "raw": raw_close,
         "transport": lambda: transport_close(EOF_PLUGIN),
         "reference": lambda: transport_close(reference_plugin_argv(), settle_s=0.6),
     }, repeat=args.repeat)
     close_ratio = ratio(figures["transport"], figures["raw"])
-    path = write_figures("plugin_close", {"figures": figures, "transport_over_raw": close_ratio})
+    path = write_figures("plugin_close", {"figures": figures, "transport_over_raw": close_ratio}, args.output)
     for figure in figures.values():
         low, high = figure.spread
         print(f"{figure.name:10s} median {figure.median * 1000:7.1f} ms  (min {low * 1000:.1f}, max {high * 1000:.1f})")

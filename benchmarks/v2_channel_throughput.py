@@ -8,7 +8,9 @@ request to the answer with the channel read to its eof:
   ``exec/stream`` request, frames read with ``recv_into`` into one preallocated buffer and discarded;
 - adapter: the suite's real path, ``open_provider`` with the ``sandbox-driver-v2`` dialect, then
   ``streams.start_exec`` / ``wait`` (every frame checked, recorded and handed over as an output chunk;
-  the outcome holds the whole output as one ``bytes``, as every scenario gets it).
+  the outcome holds the retained copy of the output as one ``bytes``, as every scenario gets it: all of
+  it up to 16 MiB, a head and a tail of a larger one, as upstream's host retains). The bytes that
+  crossed are counted by the stream's record (``totals``), which sees every chunk.
 
 The best of K repetitions of each is reported, with the ratio adapter / raw (target: at least 0.7).
 A second adapter figure stops the clock at the plugin's answer (which comes after its eof, so the
@@ -52,6 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # _measure, when run a
 from _measure import MIB, PASS_ENV, byte_count, end_plugin, send_request
 
 from conformance.adapter import ExecRequest, SandboxRequest
+from conformance.dialects.sandbox_driver_v2.facets import UNLIMITED_RETAINED_BYTES
 from conformance.providers import ProviderConfig, open_provider, reference_plugin_argv
 from conformance.transports.process import scrubbed_environment
 
@@ -197,13 +200,19 @@ class AdapterHost:
         self.sandbox_id = self.adapter.create(SandboxRequest()).id
 
     def stream(self, size: int) -> tuple[int, float]:
-        """One ``exec/stream`` of ``size`` bytes: the stdout bytes of its outcome, and the seconds from
-        the start to the plugin's answer."""
+        """One ``exec/stream`` of ``size`` bytes: the stdout bytes that crossed its channel (the record's
+        count: the outcome retains at most 16 MiB of them), and the seconds from the start to the
+        plugin's answer."""
         running = self.adapter.streams.start_exec(self.sandbox_id, ExecRequest(command_for(size), timeout_s=600))
         outcome = running.wait()
         if outcome.result.outcome != "ran" or outcome.result.exit_code != 0 or outcome.answered_at is None:
             sys.exit(f"the adapter's exec/stream failed: {outcome.result}")
-        return len(outcome.result.stdout), outcome.answered_at - outcome.started_at
+        retained = len(outcome.result.stdout)
+        if retained != min(size, UNLIMITED_RETAINED_BYTES):
+            sys.exit(f"the adapter's outcome retained {retained} bytes of {size} (expected "
+                     f"{min(size, UNLIMITED_RETAINED_BYTES)})")
+        totals = outcome.record.totals.get("stdout")
+        return (totals.length if totals is not None else 0), outcome.answered_at - outcome.started_at
 
     def stream_discarding(self, size: int) -> int:
         """``size`` bytes through a stdio process's channel, each frame dropped once read."""

@@ -10,7 +10,8 @@
    ExecOutcome) ÷ a minimal raw reader (read the line, json-decode, base64-decode), each in a fresh
    child process so each peak is its own; interleaved repetitions.
 
-    PYTHONPATH=$PWD .venv/bin/python benchmarks/wire_costs.py [--round-trips N] [--rss-repeat N]
+    PYTHONPATH=$PWD .venv/bin/python benchmarks/wire_costs.py [--round-trips N] [--rss-repeat N] [--exec-mib N]
+        [--output PATH]
 
 Figures go to reports/benchmarks/wire_costs.json.
 """
@@ -40,7 +41,10 @@ from benchmarks._measure import (
 )
 
 EXEC_MIB = 64
-EXEC_COMMAND = f"head -c {EXEC_MIB * 1024 * 1024} /dev/zero"
+
+
+def exec_command(mib: int) -> str:
+    return f"head -c {mib * 1024 * 1024} /dev/zero"
 
 
 # -- 1. health round trip ------------------------------------------------------------------------
@@ -125,7 +129,7 @@ def _percentile(figure: Figure, fraction: float) -> float:
 # -- 2. peak RSS of a 64 MiB buffered exec/run ---------------------------------------------------
 
 
-def _child_raw() -> dict[str, float]:
+def _child_raw(mib: int) -> dict[str, float]:
     """A minimal reader: the plugin on pipes, each answer a line, json-decoded, the output base64-decoded."""
     from conformance.providers import reference_plugin_argv
     from conformance.transports.process import scrubbed_environment
@@ -144,9 +148,9 @@ def _child_raw() -> dict[str, float]:
     call("initialize", {"protocol_version": 1})
     sandbox = call("sandbox/create", {"spec": {"source": "host_directory"}})["status"]["id"]
     before = peak_rss_mb()
-    result = call("exec/run", {"sandbox_id": sandbox, "spec": {"command": EXEC_COMMAND, "env": {}}})
+    result = call("exec/run", {"sandbox_id": sandbox, "spec": {"command": exec_command(mib), "env": {}}})
     stdout = base64.b64decode(result["stdout_b64"])
-    assert len(stdout) == EXEC_MIB * 1024 * 1024
+    assert len(stdout) == mib * 1024 * 1024
     del result, stdout
     peak = peak_rss_mb()
     call("sandbox/delete", {"sandbox_id": sandbox})
@@ -155,7 +159,7 @@ def _child_raw() -> dict[str, float]:
     return {"peak_mb": peak, "before_mb": before}
 
 
-def _child_suite() -> dict[str, float]:
+def _child_suite(mib: int) -> dict[str, float]:
     """The suite's path: the adapter with a transcript recording, as inside a scenario."""
     from conformance.adapter import ExecRequest, SandboxRequest
     from conformance.providers import ProviderConfig, open_provider
@@ -166,8 +170,8 @@ def _child_suite() -> dict[str, float]:
         with adapter.recording(Transcript()):
             handle = adapter.create(SandboxRequest())
             before = peak_rss_mb()
-            outcome = adapter.exec(handle.id, ExecRequest(EXEC_COMMAND, timeout_s=120.0))
-            assert len(outcome.stdout) == EXEC_MIB * 1024 * 1024, (outcome.kind, len(outcome.stdout))
+            outcome = adapter.exec(handle.id, ExecRequest(exec_command(mib), timeout_s=120.0))
+            assert len(outcome.stdout) == mib * 1024 * 1024, (outcome.kind, len(outcome.stdout))
             del outcome
             peak = peak_rss_mb()
             adapter.delete(handle.id)
@@ -176,9 +180,10 @@ def _child_suite() -> dict[str, float]:
     return {"peak_mb": peak, "before_mb": before}
 
 
-def _in_child(kind: str) -> Callable[[], float]:
+def _in_child(kind: str, mib: int) -> Callable[[], float]:
     def measure() -> float:
-        completed = subprocess.run([sys.executable, __file__, "--child", kind], capture_output=True, text=True,
+        completed = subprocess.run([sys.executable, __file__, "--child", kind, "--exec-mib", str(mib)],
+                                   capture_output=True, text=True,
                                    cwd=REPO, check=False, timeout=600)
         if completed.returncode != 0:
             sys.exit(f"the {kind} child failed:\n{completed.stdout[-2000:]}{completed.stderr[-3000:]}")
@@ -192,9 +197,9 @@ def _in_child(kind: str) -> Callable[[], float]:
 _child_figures: dict[str, list[dict[str, float]]] = {}
 
 
-def exec_run_peak_rss(repeat: int) -> dict[str, Any]:
-    figures = interleaved({"raw": _in_child("raw"), "suite": _in_child("suite")}, repeat=repeat, unit="MB")
-    return {"output_mib": EXEC_MIB, "raw": figures["raw"], "suite": figures["suite"],
+def exec_run_peak_rss(repeat: int, mib: int) -> dict[str, Any]:
+    figures = interleaved({"raw": _in_child("raw", mib), "suite": _in_child("suite", mib)}, repeat=repeat, unit="MB")
+    return {"output_mib": mib, "raw": figures["raw"], "suite": figures["suite"],
             "children": _child_figures, "ratio_peak": ratio(figures["suite"], figures["raw"])}
 
 
@@ -203,10 +208,15 @@ def main() -> int:
     parser.add_argument("--round-trips", type=int, default=2000, help="interleaved health round trips (default 2000)")
     parser.add_argument("--rss-repeat", type=int, default=3, help="interleaved exec/run children of each (default 3)")
     parser.add_argument("--only", choices=("health", "rss"), help="run one of the two measurements")
+    parser.add_argument("--exec-mib", type=int, default=EXEC_MIB,
+                        help=f"MiB of the buffered exec/run's output (default {EXEC_MIB})")
+    parser.add_argument("--output", type=Path, help="where the JSON figures go (default reports/benchmarks/)")
     parser.add_argument("--child", choices=("raw", "suite"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.exec_mib < 1 or args.round_trips < 1 or args.rss_repeat < 1:
+        parser.error("--exec-mib, --round-trips and --rss-repeat must be at least 1")
     if args.child:
-        print(json.dumps(_child_raw() if args.child == "raw" else _child_suite()))
+        print(json.dumps(_child_raw(args.exec_mib) if args.child == "raw" else _child_suite(args.exec_mib)))
         return 0
     payload: dict[str, Any] = {}
     if args.only in (None, "health"):
@@ -218,15 +228,15 @@ def main() -> int:
         print(f"  through the adapter:  p50 {ours.median * 1e6:.0f} µs (p90 {health['p90_us']['adapter']:.0f})")
         print(f"  ratio adapter / raw (p50): {health['ratio_p50']:.2f}  (goal <= 1.5)")
     if args.only in (None, "rss"):
-        rss = exec_run_peak_rss(args.rss_repeat)
+        rss = exec_run_peak_rss(args.rss_repeat, args.exec_mib)
         payload["exec_run_64mib_peak_rss"] = rss
-        print(f"peak RSS of a {EXEC_MIB} MiB buffered exec/run, {args.rss_repeat} interleaved children of each:")
+        print(f"peak RSS of a {args.exec_mib} MiB buffered exec/run, {args.rss_repeat} interleaved children of each:")
         for name in ("raw", "suite"):
             low, high = rss[name].spread
             print(f"  {name:5}: median {rss[name].median:.0f} MB (min {low:.0f}, max {high:.0f})")
         print(f"  ratio suite / raw (peak): {rss['ratio_peak']['median']:.2f}  (goal < 2)")
-    path = write_figures("wire_costs", payload)
-    print(f"figures: {path.relative_to(REPO)}")
+    path = write_figures("wire_costs", payload, args.output)
+    print(f"figures: {path}")
     return 0
 
 

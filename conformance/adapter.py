@@ -242,7 +242,7 @@ class ExecOutcome:
         return "ran: " + ", ".join(parts)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class OutputChunk:
     """One piece of streamed output, with its arrival time and place in the inbound order."""
 
@@ -250,6 +250,23 @@ class OutputChunk:
     sequence: int
     stream: str
     data: bytes
+
+
+# One chunk is made per frame or notification of a stream (32 768 for 256 MiB of 8 KiB v2 frames). A frozen
+# dataclass's own __init__ sets each field through object.__setattr__, three times slower than setting the
+# slots directly, which this one does; the instance is as frozen as before to everyone else.
+_set_at, _set_sequence, _set_stream, _set_data = (getattr(OutputChunk, name).__set__
+                                                  for name in ("at", "sequence", "stream", "data"))
+
+
+def _output_chunk_init(self: OutputChunk, at: float, sequence: int, stream: str, data: bytes) -> None:
+    _set_at(self, at)
+    _set_sequence(self, sequence)
+    _set_stream(self, stream)
+    _set_data(self, data)
+
+
+OutputChunk.__init__ = _output_chunk_init  # type: ignore[method-assign]
 
 
 @dataclass(frozen=True)
@@ -283,10 +300,14 @@ class StreamTotals:
 
     def add(self, data: bytes, edge: int) -> None:
         self.chunks += 1
-        self.length += len(data)
+        size = len(data)
+        self.length += size
         if len(self.head) < edge:
             self.head += data[:edge - len(self.head)]
-        self.tail += data[-edge:]
+        if size >= edge:  # the chunk alone is the tail: overwritten in place, nothing allocated
+            self.tail[:] = memoryview(data)[size - edge:]
+            return
+        self.tail += data
         if len(self.tail) > 2 * edge:  # trimmed now and then, so a tail costs O(1) a byte
             del self.tail[:-edge]
 
@@ -313,11 +334,15 @@ class StreamRecord:
         self.tags: set[str] = set()
         self.totals: dict[str, StreamTotals] = {}
         self.observer_error: BaseException | None = None
-        self._changed = threading.Condition()
+        # Per chunk, the lock is taken directly and waiters are woken only when there are some: a
+        # Condition's own enter and notify are Python code, paid for every frame of a large stream.
+        self._lock = threading.RLock()
+        self._changed = threading.Condition(self._lock)
+        self._waiters = 0
 
     def add(self, at: float, sequence: int, stream: str, data: bytes, late: bool = False) -> None:
         chunk = OutputChunk(at, sequence, stream, data)
-        with self._changed:
+        with self._lock:
             self.count += 1
             self.tags.add(stream)
             if late:
@@ -326,14 +351,18 @@ class StreamRecord:
                 if len(self._late) < self._late_kept:
                     self._late.append(chunk)
             else:
-                self.totals.setdefault(stream, StreamTotals()).add(data, self._edge)
+                totals = self.totals.get(stream)
+                if totals is None:  # (not setdefault: that would build a StreamTotals for every chunk)
+                    totals = self.totals[stream] = StreamTotals()
+                totals.add(data, self._edge)
                 if (not self.dropped and len(self._kept) < self._chunks_kept
                         and self._kept_bytes + len(data) <= self._bytes_kept):
                     self._kept.append(chunk)
                     self._kept_bytes += len(data)
                 else:
                     self.dropped += 1
-            self._changed.notify_all()
+            if self._waiters:
+                self._changed.notify_all()
         if not late and self.observer_error is None:
             try:
                 for observer in self._observers:
@@ -363,7 +392,11 @@ class StreamRecord:
     def wait_until(self, condition: Callable[[StreamRecord], bool], timeout_s: float) -> bool:
         """Wait (on arrivals, not a clock) until ``condition(self)`` holds; False at the deadline."""
         with self._changed:
-            return self._changed.wait_for(lambda: condition(self), timeout_s)
+            self._waiters += 1
+            try:
+                return self._changed.wait_for(lambda: condition(self), timeout_s)
+            finally:
+                self._waiters -= 1
 
 
 @dataclass

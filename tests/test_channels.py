@@ -474,6 +474,71 @@ def test_records_keep_no_payload_so_a_large_transfer_costs_little_memory(server)
     assert peak < bound, f"peak {peak} bytes for {received} bytes"
 
 
+def test_a_sink_gets_every_frame_on_the_reader_thread_and_stalls_the_plugin_while_it_waits(server) -> None:
+    channel = server.expect()
+    handed: list[tuple[int, bytes, str]] = []
+    release = threading.Event()
+
+    def sink(kind: int, payload: bytes) -> None:
+        handed.append((kind, payload, threading.current_thread().name))
+        release.wait(10.0)  # a consumer that stops: the reader stops with it
+
+    channel.hand_frames_to(sink)
+    plugin = Plugin(server, timeout_s=10.0)
+    plugin.open(channel)
+    chunk = frame(STDOUT, b"s" * MAX_FRAME_BYTES)
+    total = 4 * INBOUND_QUEUE_FRAMES
+    written = [0]
+
+    def write_all() -> None:
+        for _ in range(total):
+            plugin.send(chunk)
+            written[0] += 1
+        plugin.send(frame(STDERR, b"last") + frame(EOF))
+
+    writer = threading.Thread(target=write_all, daemon=True)
+    writer.start()
+    eventually(lambda: handed)
+    time.sleep(0.5)  # the sink holds the first frame meanwhile
+    assert writer.is_alive() and written[0] < total, "the plugin's writes never blocked"
+    assert not channel.wait_handed_over(0.0) and len(handed) == 1
+    with pytest.raises(HarnessError, match="hands its frames to a sink"):
+        channel.read(0.1)
+    release.set()
+    assert channel.wait_handed_over(10.0)
+    writer.join(5.0)
+    assert [(kind, len(payload)) for kind, payload, _ in handed] == [(STDOUT, MAX_FRAME_BYTES)] * total + [(STDERR, 4)]
+    assert {name for _, _, name in handed} == {"data-channel-connection"}  # no thread of its own
+    assert channel.data_totals() == (total + 1, total * MAX_FRAME_BYTES + 4)
+    assert channel.problems == [] and not writer.is_alive()
+
+
+def test_frames_go_to_a_sink_from_the_start_or_not_at_all(server) -> None:
+    channel = server.expect()
+    plugin = Plugin(server)
+    plugin.open(channel)
+    assert channel.wait_open(2.0)
+    with pytest.raises(HarnessError, match="bound already"):
+        channel.hand_frames_to(lambda kind, payload: None)
+    plugin.send(frame(STDOUT, b"queued") + frame(EOF))
+    assert drain(channel) == [Frame(STDOUT, b"queued")]
+
+
+def test_a_sink_is_left_alone_once_the_channel_is_closed(server) -> None:
+    channel = server.expect()
+    handed: list[bytes] = []
+    channel.hand_frames_to(lambda kind, payload: handed.append(payload))
+    plugin = Plugin(server)
+    plugin.open(channel)
+    plugin.send(frame(STDOUT, b"before"))
+    eventually(lambda: handed == [b"before"])
+    channel.close()
+    assert channel.wait_handed_over(0.0)  # a close ends the hand-over as an eof would
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        plugin.send(frame(STDOUT, b"after"))
+    assert handed == [b"before"]
+
+
 # -- order of eof and answer ------------------------------------------------------------------------------
 
 

@@ -147,14 +147,16 @@ def test_a_block_comparison_finds_the_first_difference(received, expected, diffe
     assert comparison.finished() == difference
 
 
+@pytest.mark.parametrize("chunk", [97, 1500])
 @pytest.mark.parametrize("limit", [None, 0, 1, 7, 999, 1000, 5000])
-def test_the_retained_copy_kept_as_chunks_arrive_is_the_retained_copy(limit) -> None:
+def test_the_retained_copy_kept_as_chunks_arrive_is_the_retained_copy(limit, chunk) -> None:
     data = bytes(range(256)) * 13
     copy = RetainedCopy("stdout", limit)
-    for start in range(0, len(data), 97):
-        copy(OutputChunk(0.0, 1, "stdout", data[start:start + 97]))
+    for start in range(0, len(data), chunk):
+        copy(OutputChunk(0.0, 1, "stdout", data[start:start + chunk]))
         copy(OutputChunk(0.0, 1, "stderr", b"other stream"))
-    assert copy.value() == retained_copy(data, limit)
+        # At every point, not only at the end: the ring's wrap is where a copy goes wrong.
+        assert copy.value() == retained_copy(data[:start + chunk], limit)
 
 
 def test_an_unlimited_retention_keeps_no_more_than_the_hosts_cap() -> None:
@@ -167,7 +169,28 @@ def test_an_unlimited_retention_keeps_no_more_than_the_hosts_cap() -> None:
         copy(OutputChunk(0.0, index, "stdout", block))
     kept = copy.value()
     assert len(kept) == UNLIMITED_RETAINED_BYTES
-    assert len(copy.head) + len(copy.tail) <= 2 * UNLIMITED_RETAINED_BYTES  # the rolling tail is trimmed as it goes
+    assert len(copy.head) + len(copy.tail) <= UNLIMITED_RETAINED_BYTES  # the tail's ring never outgrows its share
+
+
+def test_a_record_wakes_whoever_waits_on_it_at_each_chunk() -> None:
+    record = StreamRecord()
+    woke = threading.Event()
+
+    def wait() -> None:
+        if record.wait_until(lambda r: r.count == 2, 10.0):
+            woke.set()
+
+    waiter = threading.Thread(target=wait, daemon=True)
+    waiter.start()
+    record.add(0.0, 1, "stdout", b"one")
+    assert not woke.wait(0.2)
+    record.add(0.0, 2, "stdout", b"two")
+    assert woke.wait(5.0)
+    waiter.join(5.0)
+    assert record.totals["stdout"].length == 6 and record.totals["stdout"].last() == b"onetwo"
+    big = bytes(range(256)) * 40  # one chunk longer than the edge: it alone is the tail
+    record.add(0.0, 3, "stdout", big)
+    assert record.totals["stdout"].last() == big[-4096:] and record.totals["stdout"].length == 6 + len(big)
 
 
 # -- a large stream through the adapter, in bounded memory ------------------------------------------------

@@ -64,6 +64,7 @@ KIND_NAMES = {OPEN: "open", STDOUT: "stdout", STDERR: "stderr", STDIN: "stdin", 
 
 MAX_FRAME_BYTES = 65536
 HEADER = struct.Struct(">BI")
+_HEADER_BYTES = HEADER.size
 
 # Inbound data frames waiting for the consumer; when full the reader stops reading the socket, so the
 # plugin's writes block: backpressure through the socket, never an unbounded buffer (64 x 64 KiB).
@@ -123,21 +124,30 @@ class _PeerClosed(Exception):
         self.got = got
 
 
+class _CutFrame(Exception):
+    """The connection ended inside a frame's payload: ``got`` of its ``length`` bytes had come."""
+
+    def __init__(self, kind: int, length: int, got: int) -> None:
+        super().__init__(kind, length, got)
+        self.kind, self.length, self.got = kind, length, got
+
+
 class _Wire:
     """One accepted connection, non-blocking underneath.
 
     Reads go through a read-ahead buffer: one ``recv`` takes whatever the socket holds (up to
     ``_READ_AHEAD_BYTES``) and the frames in it are handed out without further system calls.
-    ``consumed`` counts the bytes handed out. Reads take ``_read_lock`` only for a non-blocking
-    ``recv`` and the bookkeeping, never while waiting, so ``on_wire()`` (consumed + read ahead +
-    FIONREAD under the same lock) is an exact count of the bytes the plugin had handed to the socket
-    at that moment.
+    ``consumed`` counts the bytes handed out, ``received`` the bytes taken from the socket. Reads take
+    ``_read_lock`` only for a non-blocking ``recv`` and the bookkeeping, never while waiting, so
+    ``on_wire()`` (received + FIONREAD under the same lock) is an exact count of the bytes the plugin
+    had handed to the socket at that moment.
     """
 
     def __init__(self, sock: socket.socket) -> None:
         sock.setblocking(False)
         self.sock = sock
         self.consumed = 0
+        self.received = 0
         self._ahead = memoryview(bytearray(_READ_AHEAD_BYTES))
         self._ahead_start = self._ahead_end = 0  # bytes read but not handed out: _ahead[start:end]
         self.closing = threading.Event()
@@ -186,15 +196,39 @@ class _Wire:
                     raise _PeerClosed(end - start)
                 if count > 0:
                     self._ahead_end = end + count
+                    self.received += count
                     continue
             if not self._wait(select.POLLIN, deadline):
                 raise TimeoutError
+
+    def next_frame(self) -> tuple[int, int, bytes | None]:
+        """The next frame: its kind, its length and its payload, or ``None`` for the payload when the
+        header already breaks a rule (an unknown kind, a length over MAX_FRAME_BYTES; nothing more is
+        read). A frame already whole in the read-ahead buffer costs one lock and one copy, no system
+        call. ``_PeerClosed`` when the connection ends before a whole header (``got``: bytes of it),
+        ``_CutFrame`` when it ends inside a payload."""
+        with self._read_lock:
+            start, end = self._ahead_start, self._ahead_end
+            if end - start >= _HEADER_BYTES and not self.closing.is_set():
+                kind, length = HEADER.unpack_from(self._ahead, start)
+                stop = start + _HEADER_BYTES + length
+                if stop <= end and length <= MAX_FRAME_BYTES and kind in KIND_NAMES:
+                    self._ahead_start = stop
+                    self.consumed += stop - start
+                    return kind, length, self._ahead[start + _HEADER_BYTES:stop].tobytes()
+        kind, length = HEADER.unpack(self.recv_exact(_HEADER_BYTES))
+        if length > MAX_FRAME_BYTES or kind not in KIND_NAMES:
+            return kind, length, None
+        try:
+            return kind, length, self.recv_exact(length)
+        except _PeerClosed as ended:
+            raise _CutFrame(kind, length, ended.got) from None
 
     def on_wire(self) -> int:
         """Bytes the plugin has sent on this connection so far: read by us plus queued for us. (On a
         Unix stream socket a sent byte sits in the receiver's queue, which FIONREAD counts.)"""
         with self._read_lock:
-            read = self.consumed + self._ahead_end - self._ahead_start
+            read = self.received
             if self.sock.fileno() < 0:
                 return read
             try:
@@ -235,7 +269,8 @@ class _Wire:
 
 
 class _FrameQueue:
-    """The bounded hand-over from a channel's reader thread to its consumer."""
+    """The bounded hand-over from a channel's reader thread to its consumer: a queue the consumer reads,
+    or a sink the reader calls with each frame (``hand_to``)."""
 
     def __init__(self, capacity: int) -> None:
         self._frames: deque[Frame] = deque()
@@ -243,9 +278,21 @@ class _FrameQueue:
         self._ended = False
         self._abandoned = False
         self._changed = threading.Condition()
+        self._sink: Callable[[int, bytes], None] | None = None
 
-    def put(self, frame: Frame) -> bool:
-        """Blocks while full; False when the consumer side was abandoned (the channel closed)."""
+    def hand_to(self, sink: Callable[[int, bytes], None]) -> None:
+        self._sink = sink
+
+    def put(self, kind: int, payload: bytes) -> bool:
+        """Hands the frame to the sink, or queues it (blocking while full); False when the consumer side
+        was abandoned (the channel closed)."""
+        sink = self._sink
+        if sink is not None:
+            if self._abandoned:
+                return False
+            sink(kind, payload)
+            return True
+        frame = Frame(kind, payload)
         with self._changed:
             self._changed.wait_for(lambda: len(self._frames) < self._capacity or self._abandoned)
             if self._abandoned:
@@ -265,7 +312,13 @@ class _FrameQueue:
             self._frames.clear()
             self._changed.notify_all()
 
+    def wait_ended(self, timeout_s: float) -> bool:
+        with self._changed:
+            return self._changed.wait_for(lambda: self._ended, timeout_s)
+
     def get(self, timeout_s: float) -> Frame | None:
+        if self._sink is not None:
+            raise HarnessError("this channel hands its frames to a sink; they cannot be read from it")
         with self._changed:
             if not self._changed.wait_for(lambda: self._frames or self._ended, timeout_s):
                 raise TimeoutError
@@ -293,11 +346,16 @@ class DataChannel:
         self.plugin_eof_at: float | None = None
         self.plugin_eofs = 0
         self.closed_before_eof: bool | None = None
-        self._records: list[FrameRecord] = []
+        # FrameRecord's fields as plain tuples (made into records when asked): the reader pays for a
+        # tuple per frame, not for a frozen dataclass.
+        self._records: list[tuple[int, int, float, int]] = []
+        self._data_frames = self._data_bytes = 0
         self._problems: list[str] = []
         self._problem_kinds: set[str] = set()
         self._frames = _FrameQueue(INBOUND_QUEUE_FRAMES)
-        self._state = threading.Condition()
+        # The reader takes the lock itself per frame (a Condition's enter is Python code).
+        self._state_lock = threading.RLock()
+        self._state = threading.Condition(self._state_lock)
         self._wire: _Wire | None = None
         self._ready = threading.Event()  # bound, and the acknowledgement (if any) is settled
         self._closed = False
@@ -330,7 +388,8 @@ class DataChannel:
     @property
     def records(self) -> list[FrameRecord]:
         with self._state:
-            return list(self._records)
+            kept = list(self._records)
+        return [FrameRecord(*fields) for fields in kept]
 
     @property
     def problems(self) -> list[str]:
@@ -341,6 +400,28 @@ class DataChannel:
         """The next stdout/stderr frame; None once the plugin's eof arrived or the connection ended
         (after every frame before it); ``TimeoutError`` when none came within ``timeout_s``."""
         return self._frames.get(timeout_s)
+
+    def hand_frames_to(self, sink: Callable[[int, bytes], None]) -> None:
+        """Hand every stdout/stderr frame to ``sink(kind, payload)`` on the connection's reader thread
+        as it is read, instead of queueing it for ``read``: no second thread and no hand-over between
+        threads per frame, which is most of what a frame costs. A slow sink stalls the reader and so the
+        plugin (backpressure, as a full queue). Called before the request naming this channel is sent,
+        when no frame can have come; ``read`` is then refused. The sink must not raise."""
+        with self._state:
+            if self._wire is not None:
+                raise HarnessError(f"data channel {self.channel_id} is bound already: its frames are handed "
+                                   f"over from the start or not at all")
+            self._frames.hand_to(sink)
+
+    def wait_handed_over(self, timeout_s: float) -> bool:
+        """True once every frame before the plugin's eof (or the connection's end, or the channel's
+        close) was handed to the sink; False at the timeout."""
+        return self._frames.wait_ended(timeout_s)
+
+    def data_totals(self) -> tuple[int, int]:
+        """The stdout and stderr frames recorded so far (after an eof too): how many, how many bytes."""
+        with self._state:
+            return self._data_frames, self._data_bytes
 
     def mark_answered(self) -> None:
         """The operation's control response arrived: fix how many bytes the plugin had sent on this
@@ -465,7 +546,7 @@ class DataChannel:
             self.opened_at = time.monotonic()
             self.open_payload = {**payload, "token": "<redacted>"}
             self.acknowledge_asked = acknowledge
-            self._records.append(FrameRecord(OPEN, length, self.opened_at, 0))
+            self._records.append((OPEN, length, self.opened_at, 0))
             answered_before_open = self._answered_before_open
         if answered_before_open:
             offset = wire.on_wire()
@@ -525,33 +606,34 @@ class DataChannel:
 
     def _read_frames(self, wire: _Wire) -> bool:
         """Read until the connection ends; True when the plugin ended it, False when we stopped."""
+        records, state, frames = self._records, self._state_lock, self._frames
         while True:
             offset = wire.consumed
             try:
-                kind, length = HEADER.unpack(wire.recv_exact(HEADER.size))
+                kind, length, payload = wire.next_frame()
             except _PeerClosed as ended:
                 self._ended(wire, f"{ended.got} of a frame header's {HEADER.size} bytes" if ended.got else "")
                 return True
-            name = kind_name(kind)
-            if kind not in KIND_NAMES:
-                self._problem("kind", f"a frame of unknown kind byte {kind} at offset {offset} (kinds are "
-                                      f"0-4); the connection was closed")
-                return False
-            if length > MAX_FRAME_BYTES:
-                self._problem("length", f"a {name} frame header at offset {offset} announces {length} bytes, "
-                                        f"over the {MAX_FRAME_BYTES}-byte frame limit; rejected from the header "
-                                        f"and the connection was closed")
-                return False
-            try:
-                payload = wire.recv_exact(length)
-            except _PeerClosed as ended:
-                self._ended(wire, f"{ended.got} of a {name} frame's {length} payload bytes")
+            except _CutFrame as cut:
+                self._ended(wire, f"{cut.got} of a {kind_name(cut.kind)} frame's {cut.length} payload bytes")
                 return True
+            if payload is None:
+                if kind not in KIND_NAMES:
+                    self._problem("kind", f"a frame of unknown kind byte {kind} at offset {offset} (kinds are "
+                                          f"0-4); the connection was closed")
+                else:
+                    self._problem("length", f"a {kind_name(kind)} frame header at offset {offset} announces "
+                                            f"{length} bytes, over the {MAX_FRAME_BYTES}-byte frame limit; "
+                                            f"rejected from the header and the connection was closed")
+                return False
             at = time.monotonic()
-            with self._state:
-                self._records.append(FrameRecord(kind, length, at, offset))
+            with state:
+                records.append((kind, length, at, offset))
                 after_eof = self.plugin_eofs > 0
-                if kind == EOF:
+                if kind == STDOUT or kind == STDERR:
+                    self._data_frames += 1
+                    self._data_bytes += length
+                elif kind == EOF:
                     self.plugin_eofs += 1
                     if self.plugin_eofs == 1:
                         self.plugin_eof_at = at
@@ -564,10 +646,10 @@ class DataChannel:
                     self._problem("eof payload", f"the eof at offset {offset} carries {length} bytes (an eof "
                                                  f"is empty)")
                 if not after_eof:
-                    self._frames.end()
+                    frames.end()
                 continue
             if after_eof:
-                self._problem("after eof", f"a {name} frame at offset {offset} after the plugin's eof")
+                self._problem("after eof", f"a {kind_name(kind)} frame at offset {offset} after the plugin's eof")
                 continue
             if kind == OPEN:
                 self._problem("second open", f"a second open frame at offset {offset} (open comes once, first)")
@@ -577,9 +659,9 @@ class DataChannel:
                                        f"the plugin's")
                 continue
             if self.acknowledge_asked and (ack_offset is None or offset < ack_offset):
-                self._problem("before ack", f"a {name} frame at offset {offset} before the host's open "
-                                            f"acknowledgement (the plugin asked acknowledge: true)")
-            if not self._frames.put(Frame(kind, payload)):
+                self._problem("before ack", f"a {kind_name(kind)} frame at offset {offset} before the host's "
+                                            f"open acknowledgement (the plugin asked acknowledge: true)")
+            if not frames.put(kind, payload):
                 return False
 
     def _ended(self, wire: _Wire, inside: str) -> None:

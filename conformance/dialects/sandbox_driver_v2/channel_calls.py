@@ -1,8 +1,8 @@
 """Pairing a control request with its data channel, the way upstream's host does it.
 
 Every byte-moving request names a fresh channel (``ChannelServer.expect``) and is sent at once; the
-channel is pumped alongside: the plugin's frames are read as they come (the channel's bounded queue is
-the only buffer, so a reader that stops reading stalls the plugin), and the host's input — stdin frames,
+channel is pumped alongside: the plugin's frames are handed to the call on the channel's reader thread as
+they are read (nothing buffers them in between, so a consumer that stops stalls the plugin), and the host's input — stdin frames,
 then its eof — is written on a thread of its own. Upstream's host sends an eof only where it has input to
 end, so a channel without host input gets nothing at all.
 
@@ -114,13 +114,14 @@ class ChannelUse:
         return new
 
     def summary(self) -> str:
-        """One line for the transcript: what crossed the channel (never its bytes)."""
-        record = self.record()
-        data = [length for kind, length in record.frames if kind in STREAM_NAMES.values()]
-        ack = " after the host's acknowledgement" if record.ack_sent_at is not None else ""
-        order = {True: " before the response", False: " after the response", None: ""}[record.eof_before_answer]
-        return (f"{self.method}: opened{ack}; {len(data)} data frames ({sum(data)} bytes); "
-                f"{record.plugin_eofs} eof from the plugin{order if record.plugin_eofs else ''}")
+        """One line for the transcript: what crossed the channel (never its bytes). From the channel's
+        running totals: a large transfer's frames are not walked again."""
+        channel = self.channel
+        frames, data_bytes = channel.data_totals()
+        ack = " after the host's acknowledgement" if channel.ack_sent_at is not None else ""
+        order = {True: " before the response", False: " after the response", None: ""}[channel.eof_before_answer]
+        return (f"{self.method}: opened{ack}; {frames} data frames ({data_bytes} bytes); "
+                f"{channel.plugin_eofs} eof from the plugin{order if channel.plugin_eofs else ''}")
 
     def record(self) -> ChannelRecord:
         channel = self.channel
@@ -273,7 +274,7 @@ class ChannelCall:
         self._frames_lock = threading.Lock()
         self._answer_lock = threading.Lock()
         self._answered = False
-        self._reader: threading.Thread | None = None
+        self._collecting = False  # the plugin's frames are handed to _take_frame as the channel reads them
         self._writer: threading.Thread | None = None
 
     # -- starting ---------------------------------------------------------------------------------
@@ -284,13 +285,14 @@ class ChannelCall:
         ``host_input`` then the host's eof (``None``: no input, no eof) on threads of their own."""
         if self.faults.withhold_ack or self.faults.ack_delay_s:
             timeout_s += PLUGIN_OPEN_TIMEOUT_S + self.faults.ack_delay_s
+        if collect:
+            # Before the request: no frame can come before the plugin knows the channel's token.
+            self.channel.hand_frames_to(self._take_frame)
+            self._collecting = True
         call = self.adapter.connection.request(self.method, {**params, "channel": self.channel.request}, timeout_s,
                                                check_params=check_params)
         self.call = call
         call.future.add_done_callback(lambda _future: self.mark_answered())
-        if collect:
-            self._reader = threading.Thread(target=self._read_all, daemon=True, name=f"{self.method} channel reader")
-            self._reader.start()
         if host_input is not None or self._faults_need_sending():
             self._writer = threading.Thread(target=self._write_input, args=(host_input,), daemon=True,
                                             name=f"{self.method} channel writer")
@@ -321,21 +323,16 @@ class ChannelCall:
 
     # -- the pumps --------------------------------------------------------------------------------
 
-    def _read_all(self) -> None:
-        while True:
-            try:
-                frame = self.channel.read(0.25)
-            except TimeoutError:
-                continue
-            if frame is None:
-                return
-            if self.record is not None:
-                # Data frames before the plugin's eof, which the channel rules put before the response: a
-                # frame's place is its number (an eof after the response is a channel violation of its own).
-                self.record.add(time.monotonic(), self.record.count + 1, STREAM_NAMES[frame.kind], frame.payload)
-                continue
-            with self._frames_lock:
-                self.frames.append(frame)
+    def _take_frame(self, kind: int, payload: bytes) -> None:
+        """Each data frame before the plugin's eof, on the channel's reader thread as it is read."""
+        record = self.record
+        if record is not None:
+            # Data frames before the plugin's eof, which the channel rules put before the response: a
+            # frame's place is its number (an eof after the response is a channel violation of its own).
+            record.add(time.monotonic(), record.count + 1, STREAM_NAMES[kind], payload)
+            return
+        with self._frames_lock:
+            self.frames.append(Frame(kind, payload))
 
     def _write_input(self, data: bytes | None) -> None:
         """The host's side of the channel: faults before the input, the input, then the eof (or a fault
@@ -382,12 +379,11 @@ class ChannelCall:
                                     f"within {grace:g} s")
             self.channel.close()
             return
-        if self._reader is not None:
+        if self._collecting:
             # A write channel is read for the record only: an eof sent before the response is in the socket
             # by then, and upstream's host waits for nothing there.
             wait_s = drain_timeout_s if self.use.host_reads else WRITE_CHANNEL_RECORD_S
-            self._reader.join(wait_s)
-            if self._reader.is_alive():
+            if not self.channel.wait_handed_over(wait_s):
                 self.use.note("eof", f"the plugin sent no eof within {wait_s:g} s of answering {self.method}")
                 self.channel.close()
         if self._writer is not None:
@@ -395,7 +391,7 @@ class ChannelCall:
         if self.use.answer_follows_eof and self.channel.eof_before_answer is False:
             self.use.note("eof", f"the plugin's eof on its {self.method} channel came after the response "
                                  f"(it must end the channel first)")
-        if self._reader is not None:
+        if self._collecting:
             # Read to its end and answered: nothing more crosses it, and an open one holds a descriptor.
             self.channel.close()
         self.adapter.note(f"data channel {self.channel.channel_id}", self.use.summary())

@@ -65,14 +65,17 @@ UNLIMITED_RETAINED_BYTES = 16 * 1024 * 1024
 
 
 class RetainedCopy:
-    """``retained_copy`` of one stream, kept as its chunks arrive: the head, then a rolling tail (trimmed
-    now and then, so each byte costs O(1)); without a limit, everything up to UNLIMITED_RETAINED_BYTES."""
+    """``retained_copy`` of one stream, kept as its chunks arrive: the head, then the tail in a ring of
+    ``limit - limit // 2`` bytes that fills once and is then overwritten in place (each byte is copied
+    once and nothing is allocated past the limit: a large stream costs a copy, not fresh memory for every
+    chunk); without a limit, everything up to UNLIMITED_RETAINED_BYTES."""
 
     def __init__(self, stream: str, limit: int | None) -> None:
         self.stream = stream
         self.limit = UNLIMITED_RETAINED_BYTES if limit is None else limit
         self.head = bytearray()
-        self.tail = bytearray()
+        self.tail = bytearray()  # grows to the tail's size, then wraps: its oldest byte is at _oldest
+        self._oldest = 0
 
     def __call__(self, chunk: OutputChunk) -> None:
         if chunk.stream != self.stream:
@@ -81,16 +84,39 @@ class RetainedCopy:
         room = self.limit // 2 - len(self.head)
         if room > 0:
             self.head += data[:room]
+            if len(data) <= room:
+                return
             data = data[room:]
         keep = self.limit - self.limit // 2
         if keep and data:
-            self.tail += data[-keep:]
-            if len(self.tail) > 2 * keep:
-                del self.tail[:-keep]
+            self._into_tail(data, keep)
+
+    def _into_tail(self, data: bytes, keep: int) -> None:
+        tail = self.tail
+        room = keep - len(tail)
+        if room > 0:  # still filling
+            tail += data[:room]
+            if len(data) <= room:
+                return
+            data = data[room:]
+        if len(data) >= keep:
+            tail[:] = data[-keep:]
+            self._oldest = 0
+            return
+        # Equal-length slice assignments: copies in place, the ring never changes size.
+        at = self._oldest
+        end = at + len(data)
+        if end <= keep:
+            tail[at:end] = data
+        else:
+            split = keep - at
+            tail[at:] = data[:split]
+            tail[:end - keep] = data[split:]
+        self._oldest = end % keep
 
     def value(self) -> bytes:
-        keep = self.limit - self.limit // 2
-        return bytes(self.head) + (bytes(self.tail[-keep:]) if keep else b"")
+        ring = memoryview(self.tail)
+        return b"".join((self.head, ring[self._oldest:], ring[:self._oldest]))
 
 
 class V2Files(V1Files):
