@@ -33,6 +33,18 @@ class Redactor:
                     self._secrets.add(value)
                     self._forms = secret_forms.Forms(self._secrets)
 
+    def known(self) -> frozenset[str]:
+        """The secrets known now (``keep_only`` comes back to them)."""
+        with self._lock:
+            return frozenset(self._secrets)
+
+    def keep_only(self, secrets: frozenset[str]) -> None:
+        """Forget every secret but ``secrets``. A process runs one run, so its secrets only grow; the suite's
+        own tests run thousands in one process, and each secret adds its forms to every text's search."""
+        with self._lock:
+            self._secrets = set(secrets)
+            self._forms = secret_forms.Forms(self._secrets) if self._secrets else None
+
     def add_environment(self, env: dict[str, str]) -> None:
         for name, value in env.items():
             if SECRET_NAME.search(name):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,17 @@ from tests.helpers import SuiteRun, run_cli
 # Set by .ci/run: where the Docker paths must be exercised, a missing engine fails instead of skipping.
 REQUIRE_DOCKER = "SANDBOX_CONFORMANCE_REQUIRE_DOCKER"
 DOCKER_VERSION_TIMEOUT_S = 20.0
+
+
+@pytest.fixture(autouse=True)
+def _secrets_of_this_test_only() -> Iterator[None]:
+    """Each test forgets the secrets it registered (every value handed to a provider is one): a worker runs
+    thousands of runs, and every secret kept adds its forms to the search through every later text."""
+    from conformance.transcript import REDACTOR
+
+    before = REDACTOR.known()
+    yield
+    REDACTOR.keep_only(before)
 
 
 @pytest.fixture(autouse=True)

@@ -51,7 +51,9 @@ def test_a_hung_exec_stream_costs_its_command_timeout_plus_the_call_timeout(tmp_
     # a busy machine, still well under the old cost.
     bound = COMMAND_TIMEOUT_MARGIN_S + call_timeout_s
     assert bound - 0.5 <= scenario["duration_s"] <= bound + 8.0, scenario["duration_s"]
-    assert elapsed < 30 + call_timeout_s, elapsed
+    # The run as the suite timed it (from its start to its report), under the old cost: the process's own
+    # start (an interpreter importing everything, seconds on a loaded machine) is no part of what is checked.
+    assert run.results["run"]["duration_s"] < 30 + call_timeout_s, (run.results["run"]["duration_s"], elapsed)
 
 
 def test_a_scenario_command_gets_a_timeout_that_fits_its_sleeps() -> None:
