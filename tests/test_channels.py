@@ -418,22 +418,29 @@ def test_peer_credentials_decide_who_may_connect() -> None:
 # -- flow: backpressure and memory ---------------------------------------------------------------------
 
 
-def test_a_slow_consumer_backpressures_the_plugin_through_the_socket(server) -> None:
-    channel = server.expect()
+def _writing_full_frames(server, channel, byte: bytes, total: int, last: bytes) -> tuple[threading.Thread, list[int]]:
+    """A plugin that opens ``channel`` and writes ``total`` full stdout frames of ``byte``, then ``last``, on a
+    thread of its own (started); the thread, and how many frames it has written so far."""
     plugin = Plugin(server, timeout_s=10.0)
     plugin.open(channel)
-    chunk = frame(STDOUT, b"z" * MAX_FRAME_BYTES)
-    total = 4 * INBOUND_QUEUE_FRAMES
+    chunk = frame(STDOUT, byte * MAX_FRAME_BYTES)
     written = [0]
 
     def write_all() -> None:
         for _ in range(total):
             plugin.send(chunk)
             written[0] += 1
-        plugin.send(frame(EOF))
+        plugin.send(last)
 
     writer = threading.Thread(target=write_all, daemon=True)
     writer.start()
+    return writer, written
+
+
+def test_a_slow_consumer_backpressures_the_plugin_through_the_socket(server) -> None:
+    channel = server.expect()
+    total = 4 * INBOUND_QUEUE_FRAMES
+    writer, written = _writing_full_frames(server, channel, b"z", total, frame(EOF))
     time.sleep(0.5)  # nobody reads meanwhile
     assert writer.is_alive() and written[0] < total, "the plugin's writes never blocked"
     assert len(channel.records) <= 1 + INBOUND_QUEUE_FRAMES + 1  # the open, the queue, the one waiting
@@ -484,20 +491,8 @@ def test_a_sink_gets_every_frame_on_the_reader_thread_and_stalls_the_plugin_whil
         release.wait(10.0)  # a consumer that stops: the reader stops with it
 
     channel.hand_frames_to(sink)
-    plugin = Plugin(server, timeout_s=10.0)
-    plugin.open(channel)
-    chunk = frame(STDOUT, b"s" * MAX_FRAME_BYTES)
     total = 4 * INBOUND_QUEUE_FRAMES
-    written = [0]
-
-    def write_all() -> None:
-        for _ in range(total):
-            plugin.send(chunk)
-            written[0] += 1
-        plugin.send(frame(STDERR, b"last") + frame(EOF))
-
-    writer = threading.Thread(target=write_all, daemon=True)
-    writer.start()
+    writer, written = _writing_full_frames(server, channel, b"s", total, frame(STDERR, b"last") + frame(EOF))
     eventually(lambda: handed)
     time.sleep(0.5)  # the sink holds the first frame meanwhile
     assert writer.is_alive() and written[0] < total, "the plugin's writes never blocked"
