@@ -41,6 +41,19 @@ def _ids(scenarios: list[dict[str, Any]]) -> str:
     return shown + (f" and {len(scenarios) - 5} more" if len(scenarios) > 5 else "")
 
 
+# The sandbox accounts that warn (never fail a run), each as the warning tells them; their first five ids follow.
+_SANDBOX_WARNINGS = (
+    ("died_holding", "were held by a provider process that died; only a restarted provider answered their "
+                     "delete, so they may remain"),
+    ("unknown_at_delete", "were unknown to the provider when the suite deleted them (answered not_found): nothing "
+                          "was left to delete; refusing a delete of an unknown id is the delete-idempotency finding "
+                          "(delete-unknown)"),
+    ("unknown_fate", "of interrupted scenarios have an unknown fate: their cleanup was abandoned before their delete "
+                     "was answered, and the sweep by run label did not find them (`sandbox-conformance sweep` "
+                     "deletes any that remain)"),
+)
+
+
 def decide(document: dict[str, Any], strict: bool = False, interrupted: bool = False) -> Verdict:
     scenarios = document["scenarios"]
     verdict = Verdict(passed=True)
@@ -83,27 +96,15 @@ def decide(document: dict[str, Any], strict: bool = False, interrupted: bool = F
         verdict.reasons.append("no scenario was selected: nothing was verified")
     elif all(s["outcome"] == "skipped" for s in selected):
         verdict.reasons.append("every selected scenario was skipped: nothing was verified")
-    leaked = (document.get("sandboxes") or {}).get("leaked") or []
+    accounts = document.get("sandboxes") or {}
+    leaked = accounts.get("leaked") or []
     if leaked:
         verdict.reasons.append(f"{len(leaked)} sandbox(es) could not be deleted: {', '.join(leaked[:5])}")
-    died_holding = (document.get("sandboxes") or {}).get("died_holding") or []
-    if died_holding:
-        verdict.warnings.append(f"{len(died_holding)} sandbox(es) were held by a provider process that died; only "
-                                f"a restarted provider answered their delete, so they may remain: "
-                                f"{', '.join(died_holding[:5])}")
-    unknown = (document.get("sandboxes") or {}).get("unknown_at_delete") or []
-    if unknown:
-        verdict.warnings.append(f"{len(unknown)} sandbox(es) were unknown to the provider when the suite deleted "
-                                f"them (answered not_found): nothing was left to delete; refusing a delete of an "
-                                f"unknown id is the delete-idempotency finding (delete-unknown): "
-                                f"{', '.join(unknown[:5])}")
-    unknown_fate = (document.get("sandboxes") or {}).get("unknown_fate") or []
-    if unknown_fate:
-        verdict.warnings.append(f"{len(unknown_fate)} sandbox(es) of interrupted scenarios have an unknown fate: their "
-                                f"cleanup was abandoned before their delete was answered, and the sweep by run label "
-                                f"did not find them (`sandbox-conformance sweep` deletes any that remain): "
-                                f"{', '.join(unknown_fate[:5])}")
-    silent = (document.get("sandboxes") or {}).get("workers_unaccounted") or 0
+    for key, told in _SANDBOX_WARNINGS:
+        ids = accounts.get(key) or []
+        if ids:
+            verdict.warnings.append(f"{len(ids)} sandbox(es) {told}: {', '.join(ids[:5])}")
+    silent = accounts.get("workers_unaccounted") or 0
     if silent:
         verdict.warnings.append(f"{silent} xdist worker(s) ended without handing over their sandbox accounts: sandboxes "
                                 f"they created may be missing from the count (the sweep by run label found any left)")
