@@ -14,20 +14,19 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
+# Only what the parser needs is imported here: `--version` and every `--help` build the whole parser, and
+# start in a fraction of the time pytest, pytest-bdd, rich, jsonschema and httpx take to import. Each command
+# imports what it runs inside its function (tests/test_startup.py checks no heavy module comes with this one).
 from conformance import __version__, user_input
-from conformance.config import DEFAULT_CALL_TIMEOUT_S, PROG, RunConfig, call_timeout, load_create_spec, startup_timeout
 from conformance.errors import ConformanceError, UsageError
 from conformance.inert import inert, inert_line
-from conformance.providers import (
-    DIALECTS,
-    SANDBOXES_PER_PROCESS,
-    ProviderConfig,
-    parse_env_pairs,
-    profile_reference,
-)
+from conformance.options import DEFAULT_CALL_TIMEOUT_S, DIALECTS, PROG, SANDBOXES_PER_PROCESS
 from conformance.transcript import REDACTOR
+
+if TYPE_CHECKING:
+    from conformance.config import RunConfig
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 MAX_WORKERS = 256  # -n: more worker processes than this is a typo, not a machine
@@ -233,6 +232,7 @@ def _provider_options(target: argparse._ArgumentGroup, for_run: bool) -> None:
 
 def command_run(args: argparse.Namespace) -> int:
     from conformance import interrupts
+    from conformance.config import RunConfig
 
     config = RunConfig.from_arguments(args)
     with interrupts.trapped():
@@ -246,6 +246,7 @@ def _run_on_provider(config: RunConfig) -> int:
         return report(runner.run(config, runner.preflight(config)))
     from conformance import containers
 
+    containers.require_image_extra()  # before the profile is read: the one thing to fix is the installation
     profile = config.provider.rest_profile()
     with containers.running(config.provider.image, profile, config.run_id) as provider:
         config = config.with_provider(rest_url=provider.url)
@@ -456,6 +457,8 @@ def command_lint(args: argparse.Namespace) -> int:
 def command_sweep(args: argparse.Namespace) -> int:
     """Delete the sandboxes labelled with a past run's id: 0 nothing left, 1 some left (named)."""
     from conformance import config_file, sweep
+    from conformance.config import call_timeout, load_create_spec, startup_timeout
+    from conformance.providers import ProviderConfig, parse_env_pairs, profile_reference
 
     args = config_file.apply(args)
     config = ProviderConfig(

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from conformance import config_file as config_files
-from conformance import user_input
+from conformance import options, user_input
 from conformance.errors import UsageError
 from conformance.providers import (
     DIALECTS,
@@ -33,8 +33,8 @@ from conformance.scenario_tags import TagExpression
 if TYPE_CHECKING:
     from conformance.reporting.catalogue import CatalogueEntry
 
-PROG = "sandbox-conformance"
-DEFAULT_CALL_TIMEOUT_S = 30.0
+PROG = options.PROG
+DEFAULT_CALL_TIMEOUT_S = options.DEFAULT_CALL_TIMEOUT_S
 DEFAULT_REPORT_DIR = "reports"
 
 

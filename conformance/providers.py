@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from conformance import leftovers
+from conformance import leftovers, options
 from conformance.adapter import ProviderAdapter
 from conformance.dialects import jsonrpc, registry, rest, sandbox_driver_v1, sandbox_driver_v2
 from conformance.dialects.jsonrpc_adapter import JsonRpcAdapter, SchemaRules
@@ -34,8 +34,9 @@ from conformance.transports.http import valid_base_url
 from conformance.transports.memory import InProcessTransport
 from conformance.transports.process import ProcessTransport, scrubbed_environment
 
-DIALECTS = ("auto", *registry.PLUGIN_DIALECTS)  # of plugins; a REST provider's is "rest"
-SANDBOXES_PER_PROCESS = ("auto", "one", "many")
+# The names live where the command line reads them without importing any dialect (fast --help).
+DIALECTS = options.DIALECTS  # of plugins; a REST provider's is "rest"
+SANDBOXES_PER_PROCESS = options.SANDBOXES_PER_PROCESS
 REFERENCE_PLUGIN_DISPLAY = "sandbox-conformance-host-plugin"
 
 

@@ -70,6 +70,15 @@ def _rest_overhead(stdout: str, output: Path) -> None:
     _printed(stdout, rf"adapter overhead: {NUMBER} ms per create → exec → delete \(1 cycles each\)")
 
 
+def _startup(stdout: str, output: Path) -> None:
+    figures = _figures(output)
+    for name in ("pytest --version", "sandbox-conformance --version", "sandbox-conformance run --help"):
+        _samples(figures["figures"][name], 1)
+    assert figures["ratio_to_pytest"]["sandbox-conformance --version"]["median"] > 0
+    _printed(stdout, rf"pytest --version \(baseline\)\s+median {NUMBER} s")
+    assert _printed(stdout, rf"ratio sandbox-conformance --version / pytest --version: median {NUMBER}") > 0
+
+
 def _stream_costs(stdout: str, output: Path) -> None:
     figures = _figures(output)
     throughput, memory = figures["throughput"], figures["memory"]
@@ -123,6 +132,7 @@ SMOKES = {
     "inprocess_overhead": Smoke(("--repeat", "1", "--scenario", "delete-unknown"), _inprocess_overhead),
     "plugin_close": Smoke(("--repeat", "1", "--output", "{output}"), _plugin_close),
     "rest_overhead": Smoke(("--cycles", "1"), _rest_overhead),
+    "startup": Smoke(("--repeat", "1", "--output", "{output}"), _startup),
     "stream_costs": Smoke(("--bytes", "1MiB", "--memory-bytes", "1MiB", "--repeat", "1", "--output", "{output}"),
                           _stream_costs),
     "suite_wall_time": Smoke(("--battery-scenario", "delete-unknown", "--workers", "0"), _suite_wall_time),

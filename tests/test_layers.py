@@ -29,7 +29,8 @@ LAYERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         "conformance.containers", "conformance.sweep")),
     "adapter": (("conformance/adapter.py", "conformance/errors.py", "conformance/transcript.py",
                  "conformance/secret_forms.py", "conformance/inert.py", "conformance/user_input.py",
-                 "conformance/schemas.py", "conformance/bundle.py", "conformance/__init__.py"), (
+                 "conformance/schemas.py", "conformance/bundle.py", "conformance/__init__.py",
+                 "conformance/options.py"), (
         "conformance.dialects", "conformance.transports", "conformance.providers", "conformance.connections",
         "conformance.plugin", "conformance.runner", "conformance.engine", "conformance.reporting",
         "conformance.config", "conformance.cli", "conformance.reference", "pytest")),
