@@ -11,27 +11,40 @@ BIN := $(VENV)/bin
 # slower than its bound. Work stealing keeps them busy to the end (tests last from milliseconds to minutes).
 WORKERS ?= 6
 
-.PHONY: setup run run-sketch run-docker images test wheel bench clean durations
+.PHONY: setup runtime run run-sketch run-docker images test wheel bench clean durations
 
-$(BIN)/.installed: pyproject.toml
+# Two installations, each with its stamp: what running the suite needs (`pip install -e .`: run, images,
+# durations), and that with the dev extras (the image extra, playwright, ruff, build: setup, test, bench,
+# wheel). Going from `make run` to `make test` adds the extras; a changed pyproject.toml reinstalls either.
+# Before the venv exists, .ci/check-python names an old Python or a missing venv module in one line.
+$(BIN)/python:
+	@$(PYTHON) .ci/check-python
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
+
+$(BIN)/.installed-runtime: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e .
+	touch $@
+
+$(BIN)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install --quiet -e '.[dev]'
 	touch $@
 
-setup: $(BIN)/.installed
+runtime: $(BIN)/.installed-runtime
 
-run: setup
+setup: $(BIN)/.installed-dev
+
+run: runtime
 	$(BIN)/sandbox-conformance run
 
-run-sketch: setup
+run-sketch: runtime
 	$(BIN)/sandbox-conformance run --plugin "$(BIN)/sandbox-conformance-host-plugin --dialect fabro-sketch"
 
 run-docker: images
 	$(BIN)/sandbox-conformance run --plugin $(BIN)/sandbox-conformance-docker-plugin \
 	    --create-spec '{"source": {"image": {"reference": "sandbox-conformance/sandbox:bookworm"}}}'
 
-images: setup
+images: runtime
 	$(BIN)/python -m conformance.reference.images all
 
 test: setup
@@ -43,7 +56,7 @@ wheel: setup
 # Re-record conformance/data/durations.json (what `run --shard` balances by) from whole reference runs in
 # each plugin dialect; a scenario's longest duration among the runs that ran it counts.
 DURATION_RUNS := reports/durations
-durations: setup
+durations: runtime
 	for dialect in sandbox-driver-v1 sandbox-driver-v2 fabro-sketch; do \
 	    $(BIN)/sandbox-conformance run --plugin "$(BIN)/sandbox-conformance-host-plugin --dialect $$dialect" \
 	        --report-dir $(DURATION_RUNS)/$$dialect || exit 1; \
@@ -60,3 +73,4 @@ bench: setup
 	$(BIN)/python benchmarks/v2_channel_throughput.py
 	$(BIN)/python benchmarks/wire_costs.py
 	$(BIN)/python benchmarks/stream_costs.py
+	$(BIN)/python benchmarks/startup.py

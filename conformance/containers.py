@@ -26,6 +26,7 @@ import httpx  # after the Ryuk switch above, like every import below it
 from conformance import interrupts
 from conformance.dialects.rest import Profile
 from conformance.errors import ProviderStartError, UsageError
+from conformance.options import IMAGE_EXTRA_HINT
 from conformance.transcript import REDACTOR
 
 RUN_LABEL = "sandbox-conformance.run"
@@ -42,6 +43,16 @@ class RunningProvider:
     image: str
 
 
+def require_image_extra() -> None:
+    """testcontainers and the docker client are the ``image`` extra, installed only for ``--image``: without
+    them, a UsageError saying how to install them (before anything is started)."""
+    try:
+        import docker.errors  # noqa: F401
+        import testcontainers.core.container  # noqa: F401
+    except ImportError:
+        raise UsageError(IMAGE_EXTRA_HINT) from None
+
+
 @contextmanager
 def running(image: str, profile: Profile, run_id: str,
             environ: dict[str, str] | os._Environ[str] | None = None) -> Iterator[RunningProvider]:
@@ -51,6 +62,7 @@ def running(image: str, profile: Profile, run_id: str,
     under the profile's variable, so the suite authenticates with it.
     """
     environ = os.environ if environ is None else environ
+    require_image_extra()
     port = profile.port()
     if port is None:
         raise UsageError(f"{profile.source} names no port for --image: give base_url or container.port")
@@ -82,11 +94,9 @@ def running(image: str, profile: Profile, run_id: str,
 
 
 def _container(image: str) -> Any:
-    try:
-        from docker.errors import DockerException
-        from testcontainers.core.container import DockerContainer
-    except ImportError as exc:  # pragma: no cover - a dependency of the package
-        raise ProviderStartError(f"--image needs the testcontainers package: {exc}") from None
+    from docker.errors import DockerException
+    from testcontainers.core.container import DockerContainer
+
     try:
         return DockerContainer(image)
     except DockerException as exc:
@@ -170,7 +180,7 @@ def remove_labelled(run_id: str) -> list[str]:
     try:
         import docker
         from docker.errors import DockerException
-    except ImportError:  # pragma: no cover
+    except ImportError:  # no image extra: no container of ours can exist
         return []
     removed: list[str] = []
     try:

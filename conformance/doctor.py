@@ -19,6 +19,7 @@ from conformance import config_file
 from conformance.config import call_timeout, check_report_dir, load_create_spec, startup_timeout, valid_byte_count
 from conformance.errors import ConformanceError
 from conformance.inert import inert_line
+from conformance.options import IMAGE_EXTRA_HINT
 from conformance.providers import (
     ProviderConfig,
     file_sha256,
@@ -136,8 +137,11 @@ def _rest_checks(provider: ProviderConfig) -> list[Check]:
 def _docker_check(provider: ProviderConfig) -> Check:
     if provider.image is None:
         return Check(NOT_APPLICABLE, "Docker engine: not needed (no --image)")
-    import docker
-    from docker.errors import DockerException
+    try:
+        import docker
+        from docker.errors import DockerException
+    except ImportError:
+        return Check(FAIL, f"Docker engine: not checked: {IMAGE_EXTRA_HINT}")
 
     try:
         client = docker.from_env(timeout=DOCKER_PING_TIMEOUT_S)

@@ -105,8 +105,11 @@ def test_the_suite_image_gets_exactly_the_declared_runtime_dependencies() -> Non
     from conformance.reference.images import suite_requirements
 
     declared = tomllib.loads((Path(__file__).resolve().parent.parent / "pyproject.toml").read_text())["project"]
-    def normalized(requirements: list[str]) -> set[str]:  # metadata may spell a name in another case
-        return {r.lower().replace(" ", "") for r in requirements}
+    def normalized(requirements: list[str]) -> set[str]:
+        # metadata may spell a name in another case, and order a requirement's bounds otherwise (<10,>=8.1)
+        from packaging.requirements import Requirement
+
+        return {f"{parsed.name.lower()}{parsed.specifier}" for parsed in map(Requirement, requirements)}
 
     assert normalized(suite_requirements()) == normalized(declared["dependencies"])
     assert not {r for r in suite_requirements() if r.startswith(("ruff", "build", "check-jsonschema"))}

@@ -129,12 +129,31 @@ def image_exists(tag: str) -> bool:
 def _build_lock() -> Iterator[None]:
     """One builder at a time on this machine: parallel test workers share the images."""
     path = Path(tempfile.gettempdir()) / "sandbox-conformance-images.lock"
-    with path.open("a") as handle:
+    handle = _open_lock_file(path)
+    try:
         fcntl.flock(handle, fcntl.LOCK_EX)
         try:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+    finally:
+        os.close(handle)
+
+
+def _open_lock_file(path: Path) -> int:
+    """The lock file, opened read-only once it exists: the base image may be built as root (``sudo``, for debootstrap) and the
+    others as a user, and either may have created the file. Opening another user's file in /tmp for writing
+    is refused (its mode; ``fs.protected_regular`` refuses O_CREAT), reading it is not, and flock needs
+    no more."""
+    while True:
+        try:
+            return os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            pass
+        try:
+            return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            continue  # another builder created it meanwhile: open theirs
 
 
 def _debootstrap() -> str:
@@ -152,7 +171,8 @@ def ensure_base_image(rebuild: bool = False) -> str:
             return BASE_TAG
         debootstrap = _debootstrap()
         if os.geteuid() != 0:
-            raise ImageError("debootstrap must run as root to build the base image")
+            raise ImageError(f"debootstrap must run as root to build the base image: run `sudo {sys.executable} -B "
+                             "-m conformance.reference.images base` once; the other images build without root")
         started = time.monotonic()
         _log(f"building {BASE_TAG} with debootstrap from {MIRROR} (about a minute)")
         with tempfile.TemporaryDirectory(prefix="sandbox-conformance-rootfs-") as scratch:
