@@ -295,7 +295,7 @@ class RunConfig:
             rest_url=args.rest, profile=profile_reference(args.profile, rest_target), image=args.image,
             open_ack=args.open_ack == "on",
             max_message_bytes=valid_byte_count(args.max_message_bytes, "--max-message-bytes"),
-            sha256=args.sha256,
+            sha256=args.sha256, pin_hint=getattr(args, "pin_hint", None),
         )
         if args.image is not None and not provider.open_ack:
             raise UsageError("--open-ack applies to sandbox-driver-v2 plugins only, not REST providers")

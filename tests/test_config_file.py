@@ -315,7 +315,10 @@ def test_a_wrong_pin_stops_the_plugin_before_it_starts(command, tmp_path, monkey
     _write(tmp_path / "sandbox-conformance.toml", f'[providers.p]\nplugin = "{plugin}"\nsha256 = "{"0" * 64}"\n')
     monkeypatch.chdir(tmp_path)
     line = one_usage_line(*cli_main(capsys, *command)[::2])
-    assert f"does not match its sha256 pin: expected {'0' * 64}, got {actual}" in line
+    path = tmp_path / "sandbox-conformance.toml"
+    assert line.endswith(f"{plugin} does not match its sha256 pin (the file changed since it was pinned): expected "
+                         f"{'0' * 64}, got {actual}; run `sandbox-conformance pin --config {path}` to trust the new "
+                         "file, or remove `sha256` from [providers.p] there"), line
     assert not marker.exists(), "the plugin was started despite its pin"
 
 
