@@ -150,16 +150,16 @@ def updated_config(path: Path, args: argparse.Namespace, name: str) -> str:
         lines.append(provider_table(args, name))
     else:
         kind = "plugin" if args.plugin else "rest" if args.rest else "image"
+        where = _plugin_for_file(_argv(args.plugin), Path(args.dir)) if args.plugin else args.rest or args.image
+        lines.set(table, kind, _toml(where), after=PROVIDER_KINDS)  # a provider of another kind: in its place
         for other in PROVIDER_KINDS:
             if other != kind:
                 lines.remove(table, other)
         if args.plugin:
-            lines.set(table, "plugin", _toml(_plugin_for_file(_argv(args.plugin), Path(args.dir))))
             lines.remove(table, "profile")
             if getattr(args, "pin", False) or lines.has_key(table, "sha256"):
                 lines.set(table, "sha256", _toml(_digest(args)), after=("plugin",))
         else:
-            lines.set(table, kind, _toml(args.rest or args.image))
             lines.set(table, "profile", _toml(args.profile or "forkd"), after=(kind,))
             lines.remove(table, "sha256")
     try:

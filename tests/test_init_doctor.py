@@ -316,3 +316,21 @@ def test_every_doctor_check_reaches_argparse_defaults() -> None:
     assert isinstance(args, argparse.Namespace) and args.open_ack is None and args.report_dir is None
     config_file.apply(args)
     assert (args.open_ack, args.report_dir, args.dialect) == ("on", "reports", "auto")
+
+
+def test_init_force_changing_the_providers_kind_edits_its_table_in_place(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert cli_main(capsys, "init", "--plugin", plugin_command(), "--name", "p", "--pin")[0] == 0
+    config = tmp_path / "sandbox-conformance.toml"
+    pinned = config.read_text()
+    assert cli_main(capsys, "init", "--rest", "http://127.0.0.1:8889", "--name", "p", "--force")[0] == 0
+    lines = pinned.splitlines(keepends=True)
+    plugin_at = next(index for index, line in enumerate(lines) if line.startswith("plugin = "))
+    rest = ['rest = "http://127.0.0.1:8889"\n', 'profile = "forkd"\n']
+    kept = [line for line in lines[plugin_at + 1:] if not line.startswith("sha256 = ")]
+    assert config.read_text() == "".join([*lines[:plugin_at], *rest, *kept])  # the pin goes with the plugin
+    assert "sha256" not in config_file.load(config).providers["p"]
+    # a layout one line cannot carry is refused, the file left as it was
+    config.write_text('providers.p.plugin = "x"\n')
+    line = one_usage_line(*cli_main(capsys, "init", "--plugin", plugin_command(), "--name", "p", "--force")[::2])
+    assert "cannot be updated by line" in line and config.read_text() == 'providers.p.plugin = "x"\n'
