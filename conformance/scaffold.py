@@ -208,6 +208,8 @@ def write(args: argparse.Namespace) -> list[str]:
     it, updated by line (``updated_config``). ``UsageError`` names the refused file; nothing is written then."""
     if args.profile is not None and args.plugin:
         raise UsageError("--profile applies to REST providers only (give --rest or --image)")
+    if getattr(args, "pin", False) and not args.plugin:
+        raise UsageError("--pin pins a plugin file: it needs --plugin")
     directory = Path(args.dir)
     if not directory.is_dir():
         raise UsageError(f"--dir {args.dir}: no such directory")
