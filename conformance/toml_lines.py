@@ -107,7 +107,9 @@ class TomlLines:
                 at = neighbour[0] + 1
                 break
         if at is None:
-            start, end = self._span(table)  # type: ignore[misc]  # _key_line raised when there is none
+            span = self._span(table)
+            assert span is not None  # _key_line raised for a table without a header
+            start, end = span
             at = start
             for index in range(start, end):
                 stripped = self.lines[index].strip()
