@@ -127,13 +127,24 @@ def build_parser() -> argparse.ArgumentParser:
     init = commands.add_parser("init", help="write a configuration file, a GitHub Actions workflow and an empty "
                                             "baseline for a provider")
     target = init.add_mutually_exclusive_group(required=True)
-    target.add_argument("--plugin", metavar="COMMAND", help="plugin command line (its executable is pinned by sha256)")
+    target.add_argument("--plugin", metavar="COMMAND", help="plugin command line")
     target.add_argument("--rest", metavar="URL", help="base URL of a REST provider")
     target.add_argument("--image", metavar="IMAGE[:TAG]", help="a REST provider packaged as a container image")
     init.add_argument("--profile", metavar="NAME|PATH", help="REST profile (with --rest or --image)")
     init.add_argument("--name", help="the provider's name in the file (default: from the command, URL or image)")
     init.add_argument("--dir", default=".", metavar="DIR", help="where to write (default: the current directory)")
-    init.add_argument("--force", action="store_true", help="overwrite files that exist")
+    init.add_argument("--pin", action="store_true",
+                      help="pin the plugin file's sha256: `run` then refuses a changed file until `pin` renews it")
+    init.add_argument("--force", action="store_true",
+                      help="update an existing configuration file's provider, keeping every other line (a "
+                           "baseline or workflow that exists is always kept)")
+
+    pin = commands.add_parser("pin", help="pin the configured plugin file's sha256 (after a rebuild: renew it), "
+                                          "rewriting that one line of the configuration file")
+    pin.add_argument("--config", metavar="FILE", help="configuration file (default: found from the current "
+                                                      "directory up, as `run` finds it)")
+    pin.add_argument("--provider", metavar="NAME", help="the provider to pin (default: the file's `provider`, "
+                                                        "else its only one)")
 
     doctor = commands.add_parser("doctor", help="check that a provider can be reached, one line per check")
     _provider_options(doctor.add_argument_group("provider (default: the configuration file's, else the bundled "
@@ -467,6 +478,7 @@ def command_sweep(args: argparse.Namespace) -> int:
         run_id=user_input.run_id(args.run_id) if args.run_id is not None else "",
         call_timeout_s=call_timeout(args), call_timeout_given=args.call_timeout is not None,
         startup_timeout_s=startup_timeout(args), rest_url=args.rest, profile=profile_reference(args.profile, args.rest is not None), sha256=args.sha256,
+        pin_hint=getattr(args, "pin_hint", None),
     )
     config.validate()
     if args.from_results is None and (args.all_recorded or args.provider_moved):
@@ -489,8 +501,15 @@ def command_sweep(args: argparse.Namespace) -> int:
 def command_init(args: argparse.Namespace) -> int:
     from conformance import scaffold
 
-    for path in scaffold.write(args):
-        print(inert(f"wrote {path}"))
+    for said in scaffold.write(args):
+        print(inert(said))
+    return EXIT_OK
+
+
+def command_pin(args: argparse.Namespace) -> int:
+    from conformance import pinning
+
+    print(inert(pinning.pin(args)))
     return EXIT_OK
 
 
@@ -559,6 +578,8 @@ def main(argv: list[str] | None = None) -> int:
             return command_init(args)
         if args.command == "doctor":
             return command_doctor(args)
+        if args.command == "pin":
+            return command_pin(args)
         return command_sweep(args)
     except ConformanceError as exc:
         print(f"{PROG}: error: {inert_line(REDACTOR.text(str(exc)))}", file=sys.stderr)  # it may quote what a provider sent

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import sys
 import uuid
@@ -36,6 +37,8 @@ if TYPE_CHECKING:
 PROG = options.PROG
 DEFAULT_CALL_TIMEOUT_S = options.DEFAULT_CALL_TIMEOUT_S
 DEFAULT_REPORT_DIR = "reports"
+REPRO_DIR = "repro"  # in a run's report directory: the reports of its reproduce commands, one directory each
+_REPRO_UNSAFE = re.compile(r"[^A-Za-z0-9_.,=+-]")  # an outline row's id carries brackets and spaces
 
 
 @dataclass(frozen=True)
@@ -231,6 +234,8 @@ class RunConfig:
             option("--startup-timeout", _number(provider.startup_timeout_s))
         if provider.max_message_bytes is not None:
             option("--max-message-bytes", provider.max_message_bytes)
+        if scenario_id is not None:
+            option("--report-dir", self.repro_dir(scenario_id))
         option("--seed", self.seed)
         if self.strict:
             option("--strict")
@@ -239,6 +244,18 @@ class RunConfig:
         if scenario_id is not None:
             option("--scenario", scenario_id)
         return " ".join(parts)
+
+    def repro_dir(self, scenario_id: str) -> str:
+        """Where a reproduce command's reports go: ``repro/<id>/`` in this run's report directory, beside its
+        reports, never over them (a pasted command replaced a whole run's results.json with one scenario's).
+        A reproduction's own reproduce command writes where it did; the path is relative when the report
+        directory is under the working directory (the command pastes in the directory it ran in)."""
+        slug = _REPRO_UNSAFE.sub("_", scenario_id)
+        report_dir = Path(self.report_dir)
+        if not (report_dir.name == slug and report_dir.parent.name == REPRO_DIR):
+            report_dir = report_dir / REPRO_DIR / slug
+        cwd = Path.cwd()
+        return os.path.relpath(report_dir, cwd) if report_dir.is_relative_to(cwd) else str(report_dir)
 
     def _provider_target(self, option: Any) -> None:
         """The flags that say which provider to reach."""
@@ -295,7 +312,7 @@ class RunConfig:
             rest_url=args.rest, profile=profile_reference(args.profile, rest_target), image=args.image,
             open_ack=args.open_ack == "on",
             max_message_bytes=valid_byte_count(args.max_message_bytes, "--max-message-bytes"),
-            sha256=args.sha256,
+            sha256=args.sha256, pin_hint=getattr(args, "pin_hint", None),
         )
         if args.image is not None and not provider.open_ack:
             raise UsageError("--open-ack applies to sandbox-driver-v2 plugins only, not REST providers")

@@ -311,6 +311,7 @@ def apply(args: argparse.Namespace, cwd: Path | None = None) -> argparse.Namespa
     args.provider_name = None
     args.file_env_names = ()
     args.sha256 = None
+    args.pin_hint = None
     args.report_formats = REPORT_FORMATS
     name = _provider_name(args, config)
     if name is not None:
@@ -358,6 +359,10 @@ def _fill_provider(args: argparse.Namespace, config: ConfigFile, name: str) -> N
         is_file = "/" in profile or profile.endswith((".yaml", ".yml"))
         args.profile = config.relative(profile) if is_file else profile
     args.sha256 = provider.get("sha256")
+    if args.sha256 is not None:
+        which = f" --provider {name}" if len(config.providers) > 1 else ""
+        args.pin_hint = (f"run `sandbox-conformance pin --config {shlex.quote(str(config.path))}{which}` to trust the "
+                         f"new file, or remove `sha256` from [providers.{name}] there")
     file_env = provider.get("env", {})
     given_on_command_line = {pair.partition("=")[0] for pair in args.env}
     args.file_env_names = tuple(env_name for env_name in file_env if env_name not in given_on_command_line)

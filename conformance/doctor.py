@@ -58,6 +58,7 @@ def provider_config(args: argparse.Namespace) -> ProviderConfig:
         sandboxes_per_process=args.sandboxes_per_process, rest_url=args.rest,
         profile=profile_reference(args.profile, rest_target), image=args.image, open_ack=args.open_ack == "on",
         max_message_bytes=valid_byte_count(args.max_message_bytes, "--max-message-bytes"), sha256=args.sha256,
+        pin_hint=getattr(args, "pin_hint", None),
     )
     if args.image is None:
         config.validate()

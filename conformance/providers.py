@@ -80,6 +80,7 @@ class ProviderConfig:
     # control_message_bytes) or, for a protocol without one, the suite's default (jsonrpc.DEFAULT_MAX_MESSAGE_BYTES).
     max_message_bytes: int | None = None
     sha256: str | None = None  # the plugin executable's pinned digest (a configuration file's `sha256`)
+    pin_hint: str | None = None  # how to renew or drop that pin, for the message of a file that changed since
 
     @property
     def handshake_timeout_s(self) -> float:
@@ -218,7 +219,9 @@ def pin_problem(config: ProviderConfig) -> str | None:
         return f"the sha256 pin cannot be checked: {pinned}: {exc.strerror}"
     if actual != config.sha256:
         what = "plugin script" if pinned != plugin_executable(config) else "plugin executable"
-        return f"{what} {pinned} does not match its sha256 pin: expected {config.sha256}, got {actual}"
+        hint = f"; {config.pin_hint}" if config.pin_hint else ""
+        return (f"{what} {pinned} does not match its sha256 pin (the file changed since it was pinned): expected "
+                f"{config.sha256}, got {actual}{hint}")
     return None
 
 

@@ -1,5 +1,7 @@
-"""``sandbox-conformance init``: a configuration file naming one provider, a GitHub Actions workflow that
-runs the suite with it, and an empty baseline — written only where no file is, unless ``--force``."""
+"""``sandbox-conformance init``: a configuration file naming one provider (its plugin pinned by sha256 with
+``--pin`` only), a GitHub Actions workflow that runs the suite with it, and an empty baseline. A baseline or
+workflow that exists is never rewritten; a configuration file that exists only with ``--force``, and then
+by line: the keys init's arguments say change, every other line stays (``updated_config``)."""
 
 from __future__ import annotations
 
@@ -8,11 +10,13 @@ import json
 import os
 import re
 import shlex
+import tomllib
 from pathlib import Path
 
 from conformance.config_file import FILE_NAME
 from conformance.errors import UsageError
 from conformance.providers import ProviderConfig, file_sha256, interpreted_script, plugin_executable
+from conformance.toml_lines import TomlLines
 
 WORKFLOW = Path(".github/workflows/sandbox-conformance.yml")
 BASELINE = "conformance-baseline.yaml"
@@ -84,18 +88,24 @@ def config_text(args: argparse.Namespace, name: str) -> str:
              "[selection]",
              '# tags = "must"                 # a tag expression, as --tags',
              "",
-             f"[providers.{_toml_key(name)}]"]
+             provider_table(args, name)]
+    return "\n".join(lines)
+
+
+def provider_table(args: argparse.Namespace, name: str) -> str:
+    """The ``[providers.NAME]`` table init writes: the provider its arguments name, a plugin's sha256 pin
+    only with --pin (a pin refuses every edit of the plugin until it is renewed: opt-in)."""
+    lines = [f"[providers.{_toml_key(name)}]"]
     if args.plugin:
         argv = _argv(args.plugin)
-        executable = plugin_executable(ProviderConfig(plugin=args.plugin))
-        if executable is None:
-            raise UsageError(f"plugin executable not found: {argv[0]} (init pins its sha256, so it must exist)")
-        script = interpreted_script(argv)
         lines.append(f"plugin = {_toml(_plugin_for_file(argv, Path(args.dir)))}")
-        lines.append(f"# the digest of the plugin {'script (not its interpreter)' if script else 'executable'}, "
-                     "checked before it starts; after")
-        lines.append("# a change run `sandbox-conformance init --plugin ... --force` or `doctor`, which prints the new one")
-        lines.append(f"sha256 = {_toml(file_sha256(script or executable))}")
+        if getattr(args, "pin", False):
+            lines.append(f"# the digest of the plugin {'script (not its interpreter)' if interpreted_script(argv) else 'executable'}"
+                         ", checked before it starts; after")
+            lines.append("# a change, `sandbox-conformance pin` renews it (this line only)")
+            lines.append(f"sha256 = {_toml(_digest(args))}")
+        else:
+            lines.append("# sha256 = \"…\"                  # `sandbox-conformance pin` writes it: a changed plugin is refused")
         lines.append('dialect = "auto"')
     else:
         lines.append(f"rest = {_toml(args.rest)}" if args.rest else f"image = {_toml(args.image)}")
@@ -105,6 +115,59 @@ def config_text(args: argparse.Namespace, name: str) -> str:
               "# create-spec = \"@spec.json\"      # or an inline table",
               "call-timeout = 30", ""]
     return "\n".join(lines)
+
+
+def _pinned_file(args: argparse.Namespace) -> str:
+    """The file a pin of ``--plugin`` covers (the script an interpreter runs, else the executable); init
+    refuses a plugin that is not there, pinned or not: a typo shows now, not at the first run."""
+    argv = _argv(args.plugin)
+    executable = plugin_executable(ProviderConfig(plugin=args.plugin))
+    if executable is None:
+        raise UsageError(f"plugin executable not found: {argv[0]} (no such file, nor a name on PATH)")
+    return interpreted_script(argv) or executable
+
+
+def _digest(args: argparse.Namespace) -> str:
+    return file_sha256(_pinned_file(args))
+
+
+def updated_config(path: Path, args: argparse.Namespace, name: str) -> str:
+    """``init --force`` over an existing file: the keys init's arguments say (``provider`` and the named
+    provider's kind, profile and pin) rewritten by line; every other line, the author's settings and comments
+    among them, kept as it is. A pin is written with --pin, renewed where the table already had one."""
+    from conformance.config_file import PROVIDER_KINDS, ConfigFile, _check_schema
+    from conformance.user_input import read_text
+
+    text = read_text(path, str(path), 1024**2)
+    try:
+        tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{path} is not valid TOML ({exc}): fix it, or move it aside and run init again") from None
+    lines = TomlLines(text)
+    lines.set((), "provider", _toml(name))
+    table = ("providers", name)
+    if not lines.has_table(table):
+        lines.append(provider_table(args, name))
+    else:
+        kind = "plugin" if args.plugin else "rest" if args.rest else "image"
+        where = _plugin_for_file(_argv(args.plugin), Path(args.dir)) if args.plugin else args.rest or args.image
+        lines.set(table, kind, _toml(where), after=PROVIDER_KINDS)  # a provider of another kind: in its place
+        for other in PROVIDER_KINDS:
+            if other != kind:
+                lines.remove(table, other)
+        if args.plugin:
+            lines.remove(table, "profile")
+            if getattr(args, "pin", False) or lines.has_key(table, "sha256"):
+                lines.set(table, "sha256", _toml(_digest(args)), after=("plugin",))
+        else:
+            lines.set(table, "profile", _toml(args.profile or "forkd"), after=(kind,))
+            lines.remove(table, "sha256")
+    try:
+        merged = tomllib.loads(lines.text)
+    except tomllib.TOMLDecodeError as exc:  # a layout the line edits cannot follow (a dotted key, ...)
+        raise UsageError(f"{path} cannot be updated by line ({exc}): move it aside and run init again") from None
+    _check_schema(ConfigFile(path.resolve(), merged), "")
+    return lines.text
 
 
 def workflow_text(name: str) -> str:
@@ -134,24 +197,42 @@ jobs:
 """
 
 
-def write(args: argparse.Namespace) -> list[Path]:
-    """Write the three files; ``UsageError`` naming the first that exists (without --force)."""
+# Why init leaves a file that exists: the author's build steps, the author's known failures.
+KEPT_WORKFLOW = "init never rewrites a workflow: delete it for a fresh one"
+KEPT_BASELINE = "init never rewrites a baseline"
+
+
+def write(args: argparse.Namespace) -> list[str]:
+    """Write the files, one line of output each. A baseline or a workflow that exists is kept (it holds the
+    author's entries and build steps); a configuration file that exists is refused without --force and, with
+    it, updated by line (``updated_config``). ``UsageError`` names the refused file; nothing is written then."""
     if args.profile is not None and args.plugin:
         raise UsageError("--profile applies to REST providers only (give --rest or --image)")
+    if getattr(args, "pin", False) and not args.plugin:
+        raise UsageError("--pin pins a plugin file: it needs --plugin")
     directory = Path(args.dir)
     if not directory.is_dir():
         raise UsageError(f"--dir {args.dir}: no such directory")
     name = provider_name(args)
-    files = {directory / FILE_NAME: config_text(args, name), directory / WORKFLOW: workflow_text(name),
-             directory / BASELINE: EMPTY_BASELINE}
-    if not args.force:
-        for path in files:
-            if path.exists():
-                raise UsageError(f"{path} exists (give --force to overwrite it)")
-    for path, text in files.items():
+    if args.plugin:
+        _pinned_file(args)
+    config = directory / FILE_NAME
+    if config.exists() and not args.force:
+        raise UsageError(f"{config} exists (give --force to update its provider, keeping every other line)")
+    if config.exists():
+        said = f"updated {config} (provider {name}; every other line kept)"
+        files = {config: (updated_config(config, args, name), said)}
+    else:
+        files = {config: (config_text(args, name), f"wrote {config}")}
+    for path, text, kept in ((directory / WORKFLOW, workflow_text(name), KEPT_WORKFLOW),
+                             (directory / BASELINE, EMPTY_BASELINE, KEPT_BASELINE)):
+        files[path] = (None, f"kept {path} ({kept})") if path.exists() else (text, f"wrote {path}")
+    for path, (text, _) in files.items():
+        if text is None:
+            continue
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text, encoding="utf-8")
         except OSError as exc:
             raise UsageError(f"{path} cannot be written: {exc.strerror}") from None
-    return list(files)
+    return [said for _, said in files.values()]

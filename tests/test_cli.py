@@ -98,16 +98,24 @@ def test_a_failure_carries_requirement_step_transcript_stderr_and_a_working_repr
     assert "exec/run: ok" in failure["stderr"], "the provider's stderr tail belongs in the failure"
     assert "FAILED exec-env" in run.stdout and "reproduce: " in run.stdout
 
-    # The command names the executable as it was invoked, keeps the seed, and pastes into a shell as is.
+    # The command names the executable as it was invoked, keeps the seed, and pastes into a shell as is;
+    # its reports go beside the run's, in repro/<id>/, never over them (issue 25: a pasted command replaced
+    # the whole run's results.json, report.html and badge with one scenario's).
     reproduce = failure["reproduce"]
     assert reproduce.startswith(shlex.join([sys.executable, "-m", "conformance.cli"]) + " run ")
     assert f"--seed {run.results['run']['seed']}" in reproduce and reproduce.endswith("--scenario exec-env")
-    pasted = subprocess.run(["bash", "-c", f"{reproduce} --report-dir {tmp_path / 'again'}"], check=False,
-                            capture_output=True, text=True, timeout=120)
-    again = SuiteRun(pasted.returncode, pasted.stdout, pasted.stderr, tmp_path / "again")
+    assert f"--report-dir {run.report_dir / 'repro' / 'exec-env'} " in reproduce
+    reports = {path.name: path.read_bytes() for path in run.report_dir.iterdir() if path.is_file()}
+    pasted = subprocess.run(["bash", "-c", reproduce], check=False, capture_output=True, text=True, timeout=120)
+    again = SuiteRun(pasted.returncode, pasted.stdout, pasted.stderr, run.report_dir / "repro" / "exec-env")
     assert again.exit_code == 1, again.stderr
     assert again.with_outcome("failed") == {"exec-env"}
     assert again.results["summary"]["selected"] == 1
+    assert {path.name: path.read_bytes() for path in run.report_dir.iterdir() if path.is_file()} == reports
+    assert {"results.json", "report.html", "badge.svg"} <= set(reports)
+    # the reproduction's own command writes where it did: pasted again, it replaces only itself
+    again_failure = next(s for s in again.results["scenarios"] if s["id"] == "exec-env")
+    assert f"--report-dir {again.report_dir} " in again_failure["reproduce"]
 
 
 def test_a_run_of_failures_only_reports_diagnostics_for_failures(suite) -> None:

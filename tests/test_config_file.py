@@ -284,6 +284,21 @@ def _parsed_back(command: str) -> RunConfig:
     return _config(argv[argv.index("run") + 1:])
 
 
+def test_a_reproduce_command_writes_its_reports_beside_the_runs(tmp_path, monkeypatch) -> None:
+    """In repro/<id>/ of the run's report directory (relative when it is under the working directory), so a
+    pasted command never replaces the run's reports; pasted from a reproduction, into the same place again."""
+    _write(tmp_path / "sandbox-conformance.toml", 'report-dir = "out"\n')
+    monkeypatch.chdir(tmp_path)
+    command = _config(["--plugin", "p", "--seed", "7"]).reproduce("exec-exit-code[42]")
+    assert "--report-dir out/repro/exec-exit-code_42_ --seed 7" in command, command
+    again = _parsed_back(command)
+    assert again.report_dir == str(tmp_path / "out" / "repro" / "exec-exit-code_42_")
+    assert _parsed_back(again.reproduce("exec-exit-code[42]")).report_dir == again.report_dir
+    assert _parsed_back(again.reproduce("exec-env")).report_dir == str(Path(again.report_dir) / "repro" / "exec-env")
+    elsewhere = _config(["--no-config", "--plugin", "p", "--report-dir", "/tmp/elsewhere"]).reproduce("exec-env")
+    assert "--report-dir /tmp/elsewhere/repro/exec-env " in elsewhere
+
+
 def test_a_no_config_run_reproduces_without_the_file(tmp_path, monkeypatch) -> None:
     _write(tmp_path / "sandbox-conformance.toml", 'strict = true\nexpected-failures = "baseline.yaml"\n')
     _write(tmp_path / "baseline.yaml", "expected_failures: []\n")
@@ -315,7 +330,10 @@ def test_a_wrong_pin_stops_the_plugin_before_it_starts(command, tmp_path, monkey
     _write(tmp_path / "sandbox-conformance.toml", f'[providers.p]\nplugin = "{plugin}"\nsha256 = "{"0" * 64}"\n')
     monkeypatch.chdir(tmp_path)
     line = one_usage_line(*cli_main(capsys, *command)[::2])
-    assert f"does not match its sha256 pin: expected {'0' * 64}, got {actual}" in line
+    path = tmp_path / "sandbox-conformance.toml"
+    assert line.endswith(f"{plugin} does not match its sha256 pin (the file changed since it was pinned): expected "
+                         f"{'0' * 64}, got {actual}; run `sandbox-conformance pin --config {path}` to trust the new "
+                         "file, or remove `sha256` from [providers.p] there"), line
     assert not marker.exists(), "the plugin was started despite its pin"
 
 

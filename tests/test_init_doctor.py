@@ -48,16 +48,21 @@ def _verdict(out: str, fragment: str) -> str:
 # -- init --------------------------------------------------------------------------------------------
 
 
-def test_init_writes_a_pinned_config_a_workflow_and_an_empty_baseline(tmp_path, capsys) -> None:
+def test_init_writes_a_config_a_workflow_and_an_empty_baseline_and_pins_only_when_asked(tmp_path, capsys) -> None:
     code, out, err = cli_main(capsys, "init", "--plugin", plugin_command(), "--name", "ref", "--dir", str(tmp_path))
     assert code == 0, err
     written = [tmp_path / "sandbox-conformance.toml", tmp_path / WORKFLOW, tmp_path / BASELINE]
     assert out.splitlines() == [f"wrote {path}" for path in written]
     table = tomllib.loads(written[0].read_text())
     assert table["provider"] == "ref" and table["providers"]["ref"]["plugin"] == plugin_command()
-    assert table["providers"]["ref"]["sha256"] == PYTHON_SHA256  # the executable: the command's first word
+    assert "sha256" not in table["providers"]["ref"], "a pin refuses every edit of the plugin: opt-in"
     config_file.load(written[0])  # what init writes passes the loader's own checks
     assert Baseline.load(written[2]).entries == []
+    pinned = tmp_path / "pinned"
+    pinned.mkdir()
+    assert cli_main(capsys, "init", "--plugin", plugin_command(), "--name", "ref", "--pin", "--dir", str(pinned))[0] == 0
+    table = tomllib.loads((pinned / "sandbox-conformance.toml").read_text())
+    assert table["providers"]["ref"]["sha256"] == PYTHON_SHA256  # the executable: the command's first word
 
 
 def test_init_workflow_runs_the_composite_action_with_the_file(tmp_path, capsys) -> None:
@@ -79,7 +84,7 @@ def test_init_in_another_dir_writes_a_plugin_path_that_resolves_from_the_file(tm
     plugin = _script(tmp_path / "plug", f"exec {plugin_command()}")
     (tmp_path / "sub").mkdir()
     monkeypatch.chdir(tmp_path)
-    assert cli_main(capsys, "init", "--plugin", "./plug --flag", "--dir", "sub")[0] == 0
+    assert cli_main(capsys, "init", "--plugin", "./plug --flag", "--pin", "--dir", "sub")[0] == 0
     written = tmp_path / "sub" / "sandbox-conformance.toml"
     assert tomllib.loads(written.read_text())["providers"]["plug"]["plugin"] == "../plug --flag"
     monkeypatch.chdir(tmp_path / "sub")  # doctor from the file's directory finds, pins and starts it
@@ -100,7 +105,7 @@ def test_init_pins_the_script_an_interpreter_runs_and_names_the_provider_after_i
     script.write_text("from conformance.reference.host_plugin import main\nraise SystemExit(main())\n")
     (tmp_path / "sub").mkdir()
     monkeypatch.chdir(tmp_path)
-    assert cli_main(capsys, "init", "--plugin", f"{sys.executable} ./my_plugin.py", "--dir", "sub")[0] == 0
+    assert cli_main(capsys, "init", "--plugin", f"{sys.executable} ./my_plugin.py", "--pin", "--dir", "sub")[0] == 0
     provider = tomllib.loads((tmp_path / "sub" / "sandbox-conformance.toml").read_text())["providers"]["my_plugin"]
     assert provider["sha256"] == hashlib.sha256(script.read_bytes()).hexdigest() != PYTHON_SHA256
     assert provider["plugin"] == f"{sys.executable} ../my_plugin.py"  # resolves from the file, like a plugin path
@@ -132,13 +137,42 @@ def test_init_for_rest_and_image_providers_names_a_profile(tmp_path, capsys) -> 
     assert list(config_file.load(dotted / "sandbox-conformance.toml").providers) == ["my.provider"]
 
 
-def test_init_refuses_to_overwrite_without_force(tmp_path, capsys) -> None:
-    (tmp_path / BASELINE).write_text("expected_failures: [{id: exec-env, reason: mine}]\n")
+AUTHORS_BASELINE = "# mine\nexpected_failures: [{id: exec-env, reason: mine}]\nnote: kept\n"
+
+
+def test_init_keeps_a_baseline_and_a_workflow_that_exist_and_refuses_a_config_without_force(tmp_path, capsys) -> None:
+    (tmp_path / BASELINE).write_text(AUTHORS_BASELINE)
+    code, out, err = cli_main(capsys, "init", "--plugin", plugin_command(), "--dir", str(tmp_path))
+    assert code == 0, err
+    assert f"kept {tmp_path / BASELINE} (init never rewrites a baseline)" in out.splitlines()
+    assert (tmp_path / BASELINE).read_text() == AUTHORS_BASELINE
     line = one_usage_line(*cli_main(capsys, "init", "--plugin", plugin_command(), "--dir", str(tmp_path))[::2])
-    assert f"{tmp_path / BASELINE} exists (give --force to overwrite it)" in line
-    assert not (tmp_path / "sandbox-conformance.toml").exists(), "nothing is written when one file is refused"
-    assert cli_main(capsys, "init", "--plugin", plugin_command(), "--dir", str(tmp_path), "--force")[0] == 0
-    assert Baseline.load(tmp_path / BASELINE).entries == []
+    assert f"{tmp_path / 'sandbox-conformance.toml'} exists (give --force to update its provider" in line
+
+
+def test_init_force_rewrites_only_the_keys_its_arguments_say(tmp_path, monkeypatch, capsys) -> None:
+    """The issue: `init --force` emptied the baseline and reset the author's `strict = true`."""
+    monkeypatch.chdir(tmp_path)
+    assert cli_main(capsys, "init", "--plugin", plugin_command(), "--name", "ref", "--pin")[0] == 0
+    config = tmp_path / "sandbox-conformance.toml"
+    authored = (config.read_text().replace("strict = false", "strict = true   # mine")
+                .replace("call-timeout = 30", "call-timeout = 45\nenv = { LOG = \"debug\" }")
+                + "\n[providers.other]  # another of mine\nrest = \"http://x\"\n")
+    config.write_text(authored)
+    (tmp_path / BASELINE).write_text(AUTHORS_BASELINE)
+    workflow = (tmp_path / WORKFLOW).read_text().replace("OWNER/sandbox-conformance@REF", "me/sc@v1")
+    (tmp_path / WORKFLOW).write_text(workflow)
+    script = _script(tmp_path / "plug.sh", f"exec {plugin_command()}")
+    code, out, err = cli_main(capsys, "init", "--plugin", "./plug.sh", "--name", "ref", "--force")
+    assert code == 0, err
+    assert out.splitlines() == ["updated sandbox-conformance.toml (provider ref; every other line kept)",
+                                f"kept {WORKFLOW} (init never rewrites a workflow: delete it for a fresh one)",
+                                f"kept {BASELINE} (init never rewrites a baseline)"]
+    assert (tmp_path / BASELINE).read_text() == AUTHORS_BASELINE and (tmp_path / WORKFLOW).read_text() == workflow
+    digest = hashlib.sha256(script.read_bytes()).hexdigest()
+    expected = authored.replace(f'plugin = "{plugin_command()}"', 'plugin = "./plug.sh"').replace(PYTHON_SHA256, digest)
+    assert config.read_text() == expected  # the plugin and its pin (which the author kept) renewed; nothing else
+    assert config_file.load(config).table["strict"] is True
 
 
 @pytest.mark.parametrize(("argv", "fragment"), [
@@ -146,6 +180,7 @@ def test_init_refuses_to_overwrite_without_force(tmp_path, capsys) -> None:
     (["--plugin", "'unbalanced"], "--plugin is not a valid command line"),
     (["--rest", "http://x", "--name", "no spaces"], "--name 'no spaces' must be letters"),
     (["--rest", "http://x", "--dir", "/nonexistent/dir"], "--dir /nonexistent/dir: no such directory"),
+    (["--rest", "http://x", "--pin"], "--pin pins a plugin file: it needs --plugin"),
     ([], "one of the arguments --plugin --rest --image is required"),
 ])
 def test_init_bad_input_isone_usage_line(argv, fragment, capsys) -> None:
@@ -156,7 +191,8 @@ def test_init_bad_input_isone_usage_line(argv, fragment, capsys) -> None:
 
 
 def test_doctor_passes_the_reference_plugin_from_an_init_config(tmp_path, monkeypatch, capsys) -> None:
-    assert cli_main(capsys, "init", "--plugin", plugin_command(), "--name", "ref", "--dir", str(tmp_path))[0] == 0
+    assert cli_main(capsys, "init", "--plugin", plugin_command(), "--name", "ref", "--pin", "--dir",
+                    str(tmp_path))[0] == 0
     monkeypatch.chdir(tmp_path)
     code, out, err = cli_main(capsys, "doctor")
     assert code == 0, out + err
@@ -198,7 +234,9 @@ def test_doctor_fails_a_wrong_pin_naming_both_digests(tmp_path, monkeypatch, cap
     actual = hashlib.sha256(plugin.read_bytes()).hexdigest()
     code, out = _doctor_with(tmp_path, monkeypatch, capsys, f'plugin = "{plugin}"\nsha256 = "{"1" * 64}"')
     assert code == 1
-    assert _verdict(out, f"does not match its sha256 pin: expected {'1' * 64}, got {actual}") == "[FAIL]"
+    assert _verdict(out, f"does not match its sha256 pin (the file changed since it was pinned): expected {'1' * 64}, "
+                         f"got {actual}; run `sandbox-conformance pin --config {tmp_path / 'sandbox-conformance.toml'}` "
+                         "to trust the new file") == "[FAIL]"
     assert _verdict(out, "handshake: not tried") == "[--]"
 
 
@@ -279,3 +317,21 @@ def test_every_doctor_check_reaches_argparse_defaults() -> None:
     assert isinstance(args, argparse.Namespace) and args.open_ack is None and args.report_dir is None
     config_file.apply(args)
     assert (args.open_ack, args.report_dir, args.dialect) == ("on", "reports", "auto")
+
+
+def test_init_force_changing_the_providers_kind_edits_its_table_in_place(tmp_path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert cli_main(capsys, "init", "--plugin", plugin_command(), "--name", "p", "--pin")[0] == 0
+    config = tmp_path / "sandbox-conformance.toml"
+    pinned = config.read_text()
+    assert cli_main(capsys, "init", "--rest", "http://127.0.0.1:8889", "--name", "p", "--force")[0] == 0
+    lines = pinned.splitlines(keepends=True)
+    plugin_at = next(index for index, line in enumerate(lines) if line.startswith("plugin = "))
+    rest = ['rest = "http://127.0.0.1:8889"\n', 'profile = "forkd"\n']
+    kept = [line for line in lines[plugin_at + 1:] if not line.startswith("sha256 = ")]
+    assert config.read_text() == "".join([*lines[:plugin_at], *rest, *kept])  # the pin goes with the plugin
+    assert "sha256" not in config_file.load(config).providers["p"]
+    # a layout one line cannot carry is refused, the file left as it was
+    config.write_text('providers.p.plugin = "x"\n')
+    line = one_usage_line(*cli_main(capsys, "init", "--plugin", plugin_command(), "--name", "p", "--force")[::2])
+    assert "cannot be updated by line" in line and config.read_text() == 'providers.p.plugin = "x"\n'

@@ -57,7 +57,8 @@ NOT_RUN = {
            "`make run`; tests/test_reference_run.py runs it)",
     "sweep": "deletes a past run's sandboxes on the reader's provider",
     "serve": "serves in the foreground until stopped (tests/test_rest.py starts it)",
-    "init": "pins the executable of the reader's plugin, a placeholder path here (tests/test_init_doctor.py)",
+    "init": "writes files for the reader's plugin, a placeholder path here (tests/test_init_doctor.py)",
+    "pin": "rewrites a line of the reader's configuration file (tests/test_pin.py)",
     "report": "merges results.json files of runs that exist only where the reader ran them "
               "(tests/test_shard.py, tests/test_report_matrix.py)",
 }

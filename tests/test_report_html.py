@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pytest
 
+from conformance import requirements as registry
 from conformance.reporting import html as html_report
 from tests import inprocess
 
@@ -121,12 +122,36 @@ def test_every_run_writes_report_html_built_from_its_document_alone(failing_run)
 
 
 def test_the_requirement_view_lists_the_dialects_rules_with_their_covering_scenarios(failing_run) -> None:
+    """Of a full run, every rule of the dialect's registry and the gaps; of a narrow one, the rules its
+    scenarios verify and how many others there are."""
     written = _report(failing_run)
-    assert 'id="req-SDP1-059"' in written and 'id="req-GAP-3"' in written
+    assert 'id="req-SDP1-059"' in written and 'id="req-GAP-3"' not in written, "no scenario run verifies GAP-3"
     assert 'id="req-SKETCH-011"' not in written, "a sketch rule does not judge a v1 provider"
     block = written.split('id="req-SDP1-059"', 1)[1].split('class="requirement"', 1)[0]
     assert f"<code>{FAILING}</code>" in block and f"<code>{PASSING}</code>" in block
     assert "in this run: 1 failed, 1 passed" in block or "in this run: 1 passed, 1 failed" in block
+    every = len(registry.load("sandbox-driver-v1")) + len(registry.load(registry.GAPS))
+    blocks = written.count('<div class="requirement"')
+    assert f"{every - blocks} others not shown" in written
+    document = copy.deepcopy(_written_document(failing_run))
+    document["scenarios"] = [s for s in document["scenarios"] if s["outcome"] != "disabled"]
+    full = html_report.render_html(document)  # as if these were every scenario of the suite
+    assert 'id="req-GAP-3"' in full and "not shown" not in full and 'id="left-out"' not in full
+
+
+def test_a_narrow_runs_page_holds_only_what_it_ran(failing_run) -> None:
+    """Issue 25: a one-scenario run's report.html was 1.16 MB, every scenario of the suite embedded."""
+    written = _report(failing_run)
+    document = _written_document(failing_run)
+    selected = [s["id"] for s in document["scenarios"] if s["outcome"] != "disabled"]
+    assert len(selected) == 3 and written.count('<details class="entry scenario') == 3
+    left_out = document["summary"]["total"] - 3
+    assert f"{left_out} scenarios of the suite not selected for this run, not shown" in written
+    assert len(written.encode()) < 100_000, len(written.encode())
+    # a scenario the run selected but never reached (interrupted) is no scenario left out: it is shown
+    document["scenarios"][0].update(outcome="disabled", message="not reached: the run was interrupted")
+    assert f'id="scenario-{html_report._anchor("scenario", document["scenarios"][0]["id"])[9:]}"' in \
+        html_report.render_html(document)
 
 
 def test_a_document_of_another_suite_version_still_renders(failing_run) -> None:
@@ -134,7 +159,7 @@ def test_a_document_of_another_suite_version_still_renders(failing_run) -> None:
     back to the registries the scenarios cite."""
     document = copy.deepcopy(_written_document(failing_run))
     document["provider"]["dialect"] = "some-future-dialect"
-    document["scenarios"][0]["id"] = "no-such-scenario"
+    next(s for s in document["scenarios"] if s["outcome"] != "disabled")["id"] = "no-such-scenario"
     written = html_report.render_html(document)
     assert "not in the feature files of this suite version" in written
     assert "<h3>sandbox-driver-v1</h3>" in written and "<h3>fabro-sketch</h3>" in written
@@ -315,9 +340,7 @@ def test_the_failing_report_in_chromium(failing_run, open_report) -> None:
     page.fill("#filter-text", "no scenario has these words")
     assert report.visible_scenarios() == [] and page.locator("#no-match").is_visible()
     page.fill("#filter-text", "")
-    page.select_option("#filter-level", "should")
-    assert report.visible_scenarios() == [], "every scenario run is a MUST"
-    page.select_option("#filter-level", "all")
+    assert page.locator("#filter-level option").all_inner_texts() == ["all", "MUST"], "every scenario run is a MUST"
     page.select_option("#filter-feature", "exec.feature")
     assert report.visible_scenarios() == [SKETCH_ONLY]
 
@@ -372,6 +395,7 @@ def test_the_passing_report_in_chromium(passing_run, open_report) -> None:
     assert page.locator("#failures").inner_text().endswith("No scenario failed.")
     assert sorted(report.visible_scenarios()) == [PASSING, FAILING]
     assert page.locator("pre.transcript").count() == 0, "a pass carries no diagnostics"
-    page.select_option("#filter-outcome", "all")
-    assert len(report.visible_scenarios()) == _written_document(passing_run)["summary"]["total"]
+    page.select_option("#filter-outcome", "all")  # the scenarios not selected are counted, not embedded
+    assert len(report.visible_scenarios()) == _written_document(passing_run)["summary"]["selected"] == 2
+    assert page.locator("#left-out").is_visible()
     assert report.problems == [] and report.requests == [report.url]

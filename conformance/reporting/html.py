@@ -9,7 +9,7 @@ ships (the requirement registries and the feature files), as ``explain`` reads i
 Sections: the verdict and its reasons, counts per level, the run's facts, the failures, every scenario
 (outcome, failed step, diagnostics, transcript, stderr tail, a reproduce command with a copy button), the
 requirements of the provider's dialect one by one with the scenarios verifying them (the spec as a
-document), and the gap section. Filters by outcome, level, feature and text apply to both views.
+document), and the gap section. Scenarios a narrow run left out are counted, not embedded (``_left_out``). Filters by outcome, level, feature and text apply to both views.
 """
 
 from __future__ import annotations
@@ -121,9 +121,23 @@ def _catalogue_steps(scenario_id: str) -> tuple[str, ...] | None:
     return tuple(gherkin_steps(entry, entry.id if entry.id != entry.base_id else None))
 
 
+def _left_out(scenario: dict[str, Any]) -> bool:
+    """A scenario the run did not select (or left to another shard), with nothing of its own to show: the
+    page counts it but does not embed it — a one-scenario run's page showed all the others, 1.6 MB."""
+    return (scenario.get("outcome") == "disabled" and not any(scenario.get(key) for key in _DIAGNOSTIC_KEYS)
+            and not (scenario.get("message") or "").startswith("not reached"))
+
+
+def _left_out_note(count: int) -> str:
+    return (f'<p id="left-out" class="muted">{count} scenario{"" if count == 1 else "s"} of the suite not selected '
+            "for this run, not shown (<code>sandbox-conformance list</code> names them).</p>")
+
+
 def render_html(document: dict[str, Any]) -> str:
     spec = _Spec((document.get("provider") or {}).get("dialect"))
-    scenarios = document.get("scenarios") or []
+    every = document.get("scenarios") or []
+    scenarios = [scenario for scenario in every if not _left_out(scenario)]
+    left_out = len(every) - len(scenarios)
     verdict = document.get("verdict") or {}
     passed = bool(verdict.get("passed"))
     provider = document.get("provider") or {}
@@ -136,9 +150,10 @@ def render_html(document: dict[str, Any]) -> str:
         _filters(scenarios),
         '<section id="scenarios"><h2>Scenarios</h2>',
         '<p id="no-match" class="muted" hidden>No scenario matches the filters.</p>',
-        *(_scenario_card(scenario, spec, number) for number, scenario in enumerate(scenarios)),
+        *([_left_out_note(left_out)] if left_out else []),
+        *(_render_card(scenario, spec, number) for number, scenario in enumerate(scenarios)),
         "</section>",
-        _requirements_view(scenarios, spec),
+        _requirements_view(scenarios, spec, narrow=left_out > 0),
         _gaps(document.get("gaps") or {}),
     ]
     return "\n".join([
@@ -279,26 +294,8 @@ def _filter_attributes(scenario: dict[str, Any]) -> str:
             f'data-feature="{_e(scenario.get("feature"))}"')
 
 
-# What a scenario left out of the run may carry beyond its identity; with none of it, its card is cached.
+# What a scenario left out of the run may carry beyond its identity; with none of it, it is not shown.
 _DIAGNOSTIC_KEYS = ("transcript", "stderr", "reproduce", "step", "findings", "outcomes", "requirement_texts")
-
-
-def _scenario_card(scenario: dict[str, Any], spec: _Spec, number: int) -> str:
-    if scenario.get("outcome") == "disabled" and not any(scenario.get(key) for key in _DIAGNOSTIC_KEYS):
-        return _disabled_card(spec.dialect, scenario["id"], scenario.get("name"), scenario.get("feature"),
-                              scenario.get("level"), tuple(scenario.get("requirements") or ()),
-                              tuple(scenario.get("capabilities") or ()), scenario.get("message"))
-    return _render_card(scenario, spec, number)
-
-
-@lru_cache(maxsize=4096)
-def _disabled_card(dialect: str | None, sid: str, name: str | None, feature: str | None, level: str | None,
-                   requirements: tuple[str, ...], capabilities: tuple[str, ...], message: str | None) -> str:
-    """The card of a scenario left out of the run, rendered once per process: every run of one scenario
-    (each mutant's, in our tests) shows the other five hundred, always the same."""
-    scenario = {"id": sid, "name": name, "feature": feature, "level": level, "outcome": "disabled",
-                "requirements": list(requirements), "capabilities": list(capabilities), "message": message}
-    return _render_card(scenario, _Spec(dialect), 0)
 
 
 def _render_card(scenario: dict[str, Any], spec: _Spec, number: int) -> str:
@@ -367,7 +364,9 @@ def _steps_block(steps: tuple[str, ...] | None, failed_step: str | None) -> str:
 # -- requirements --------------------------------------------------------------------------------
 
 
-def _requirements_view(scenarios: list[dict[str, Any]], spec: _Spec) -> str:
+def _requirements_view(scenarios: list[dict[str, Any]], spec: _Spec, narrow: bool = False) -> str:
+    """Every rule of the registries shown with the scenarios verifying it; of a ``narrow`` run (scenarios
+    left out), only the rules its scenarios verify, and how many others there are."""
     covering: dict[str, list[dict[str, Any]]] = {}
     for scenario in scenarios:
         for rid in spec.cited(scenario):
@@ -378,8 +377,15 @@ def _requirements_view(scenarios: list[dict[str, Any]], spec: _Spec) -> str:
              + (f" (the <code>{_e(spec.dialect)}</code> registry and the gap proposals)"
                 if spec.dialect is not None else "")
              + ", in the order of their registry, each with the scenarios verifying it.</p>"]
+    if narrow:
+        others = sum(1 for name in names for rid in registry.load(name) if rid not in covering)
+        parts.append(f'<p id="requirements-left-out" class="muted">Only the rules this run\'s scenarios verify: '
+                     f"{others} other{'' if others == 1 else 's'} not shown (<code>sandbox-conformance explain "
+                     "ID</code> shows one).</p>")
     for name in names:
-        requirements = registry.load(name)
+        requirements = {rid: r for rid, r in registry.load(name).items() if not narrow or rid in covering}
+        if not requirements:
+            continue
         parts.append(f'<div class="registry"><h3>{_e(name)}</h3>')
         for section, members in _by_section(requirements.values()):
             parts.append(f'<div class="req-section"><h4 class="section-title">section {_e(section)}</h4>')
