@@ -11,7 +11,7 @@ BIN := $(VENV)/bin
 # slower than its bound. Work stealing keeps them busy to the end (tests last from milliseconds to minutes).
 WORKERS ?= 6
 
-.PHONY: setup run run-sketch run-docker images test wheel bench clean durations
+.PHONY: setup run run-sketch run-docker images test wheel bench clean durations cheatsheet
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -60,3 +60,7 @@ bench: setup
 	$(BIN)/python benchmarks/v2_channel_throughput.py
 	$(BIN)/python benchmarks/wire_costs.py
 	$(BIN)/python benchmarks/stream_costs.py
+
+# The protocol cheat-sheet is generated (tests/test_cheatsheet.py fails when the committed one differs).
+cheatsheet: setup
+	$(BIN)/python -m conformance.cheatsheet > docs/protocol-cheatsheet.md
