@@ -32,6 +32,7 @@ from conformance.dialects.sandbox_driver_v1.operations import OPERATIONS as V1_O
 from conformance.dialects.sandbox_driver_v2 import rules as v2_rules
 from conformance.dialects.sandbox_driver_v2.facets import OPERATIONS as V2_OPERATIONS
 from conformance.reporting.catalogue import CatalogueEntry, all_scenarios
+from conformance.scaffold import TEMPLATES
 from conformance.schema_shapes import NAMED, ShapeWriter, def_folder, def_name, definition, flatten, part
 
 REGENERATE = "python -m conformance.cheatsheet > docs/protocol-cheatsheet.md"
@@ -495,7 +496,7 @@ def render() -> str:
              "tests/test_cheatsheet.py fails when it differs. -->", "",
              ("What a provider answers, per dialect: methods with their params and result, the capabilities and what "
              "each gates, error kinds and codes, and what a minimal provider must do. Start a provider from a "
-             "template with `sandbox-conformance init --template v2|v1|sketch|rest`."), "",
+             f"template with `sandbox-conformance init --template {'|'.join(TEMPLATES)}`."), "",
              *(f"- [{title}](#{anchor(title + ' --dialect ' + version.name)})"
                for title, version in zip(titles, versions(), strict=True)),
              f"- [REST providers](#{anchor('REST providers --rest URL --profile NAMEPATH dialect ' + rest.NAME)})", ""]

@@ -27,6 +27,7 @@ from conformance.providers import (
     parse_env_pairs,
     profile_reference,
 )
+from conformance.scaffold import TEMPLATES
 from conformance.transcript import REDACTOR
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
@@ -131,6 +132,9 @@ def build_parser() -> argparse.ArgumentParser:
     target.add_argument("--plugin", metavar="COMMAND", help="plugin command line (its executable is pinned by sha256)")
     target.add_argument("--rest", metavar="URL", help="base URL of a REST provider")
     target.add_argument("--image", metavar="IMAGE[:TAG]", help="a REST provider packaged as a container image")
+    target.add_argument("--template", metavar="|".join(TEMPLATES),
+                        help="start a provider: copy the example examples/NAME/ (a plugin, or a REST server and its "
+                             "profile, with a README) here, and point the file at it")
     init.add_argument("--profile", metavar="NAME|PATH", help="REST profile (with --rest or --image)")
     init.add_argument("--name", help="the provider's name in the file (default: from the command, URL or image)")
     init.add_argument("--dir", default=".", metavar="DIR", help="where to write (default: the current directory)")
@@ -486,7 +490,7 @@ def command_sweep(args: argparse.Namespace) -> int:
 def command_init(args: argparse.Namespace) -> int:
     from conformance import scaffold
 
-    for path in scaffold.write(args):
+    for path in (scaffold.write_template(args) if args.template else scaffold.write(args)):
         print(inert(f"wrote {path}"))
     return EXIT_OK
 

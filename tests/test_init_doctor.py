@@ -146,7 +146,7 @@ def test_init_refuses_to_overwrite_without_force(tmp_path, capsys) -> None:
     (["--plugin", "'unbalanced"], "--plugin is not a valid command line"),
     (["--rest", "http://x", "--name", "no spaces"], "--name 'no spaces' must be letters"),
     (["--rest", "http://x", "--dir", "/nonexistent/dir"], "--dir /nonexistent/dir: no such directory"),
-    ([], "one of the arguments --plugin --rest --image is required"),
+    ([], "one of the arguments --plugin --rest --image --template is required"),
 ])
 def test_init_bad_input_isone_usage_line(argv, fragment, capsys) -> None:
     assert fragment in one_usage_line(*cli_main(capsys, "init", *argv)[::2])

@@ -31,6 +31,10 @@ def test_the_wheel_carries_features_steps_and_schemas(wheel: Path) -> None:
     assert "conformance/requirements/sandbox-driver-v1.yaml" in names
     assert "conformance/data/durations.json" in names  # what `run --shard` balances by
     assert "conformance/_bundle/schemas/report/matrix.json" in names
+    # the templates `init --template` copies, found beside the features as the bundle finds them
+    from conformance.scaffold import TEMPLATES
+    for template, entry in TEMPLATES.items():
+        assert f"conformance/_bundle/examples/{template}/{entry}" in names, f"template {template} missing from the wheel"
 
 
 def test_the_wheel_ships_no_test_doubles(wheel: Path) -> None:
