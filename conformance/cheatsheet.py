@@ -362,18 +362,21 @@ def _constraints(node: Any) -> str:
     return (f" ({text})" if text else "") + (f" — {description}" if description else "")
 
 
-def _labels(version: JsonRpcVersion, writer: ShapeWriter) -> None:
-    """A definition borrowed from another folder whose name this folder also defines reads `v1.Name`."""
+def labeller(version: JsonRpcVersion) -> Callable[[str], str]:
+    """How the version's sheet names a definition: a borrowed one whose name this folder also defines reads
+    ``v1.Timestamp`` (the borrowing folder's ``Timestamp`` is another shape)."""
     own = _common_defs(version.folder)
-    for uri in list(writer.named):
-        folder = def_folder(uri)
-        if folder != version.folder and def_name(uri) in own:
-            label = next((d.label for d in PLUGIN_DIALECTS.values() if d.name == folder), folder)
-            writer.labels[uri] = f"{label}.{def_name(uri)}"
+    labels = {d.name: d.label for d in PLUGIN_DIALECTS.values()}
+
+    def label(uri: str) -> str:
+        folder, name = def_folder(uri), def_name(uri)
+        return f"{labels.get(folder, folder)}.{name}" if folder != version.folder and name in own else name
+
+    return label
 
 
 def version_section(version: JsonRpcVersion) -> list[str]:
-    writer = ShapeWriter()
+    writer = ShapeWriter(labeller=labeller(version))
     methods = method_files(version.folder)
     gated_methods = [*methods, *(method for method, _, _ in version.rows.values())]
     descriptions = {method: _schema_document(uri).get("description", "") for method, uri in methods.items()}
@@ -420,7 +423,6 @@ def version_section(version: JsonRpcVersion) -> list[str]:
               + ").",
               "- Write nothing but protocol messages on stdout (logs go to stderr).",
               *must_lines(version.name), ""]
-    _labels(version, writer)
     lines += [f"### {version.title} shapes", "", *shapes_section(version, writer)]
     return [line for line in lines if line is not None]
 

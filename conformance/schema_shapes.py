@@ -12,6 +12,7 @@ what a shape has: they are left out.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urldefrag, urljoin
@@ -94,14 +95,14 @@ def flatten(node: Any, base: str) -> Any:
 @dataclass
 class ShapeWriter:
     """Renders flattened schemas as type expressions, remembering each shared definition it names
-    (``named``, in the order first seen) so the sheet can list them; ``label`` says how a name is shown
+    (``named``, in the order first seen) so the sheet can list them; ``labeller`` says how a name is shown
     (a definition of another dialect's folder may need its folder beside it)."""
 
     named: dict[str, None] = field(default_factory=dict)
-    labels: dict[str, str] = field(default_factory=dict)
+    labeller: Callable[[str], str] = def_name
 
     def label(self, uri: str) -> str:
-        return self.labels.get(uri, def_name(uri))
+        return self.labeller(uri)
 
     def expr(self, node: Any) -> str:
         if node is True or node == {} or not isinstance(node, dict):
