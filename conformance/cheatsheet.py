@@ -135,14 +135,12 @@ def gated_features(dialect: str) -> dict[str, list[str]]:
 
 
 def must_lines(dialect: str) -> list[str]:
-    """The MUST rules of the dialect's registry, counted by section."""
+    """The MUST rules of the dialect's registry, counted, and where to read them."""
     rules = [r for r in requirements.load(dialect).values() if r.level == "MUST"]
     checked = sum(1 for r in rules if r.testability in requirements.BLACK_BOX)
-    by_section = Counter(r.section for r in rules)
-    sections = ", ".join(f"{section} ({count})" for section, count in by_section.items())
     return [(f"- Hold to the {len(rules)} MUST rules of `conformance/requirements/{dialect}.yaml` ({checked} of them "
-            f"checked from outside), by section: {sections}. `sandbox-conformance explain ID` says what one asks "
-            "and which scenarios check it.")]
+            "checked from outside): `sandbox-conformance list --requirements` lists every rule with the scenarios "
+            "checking it, `sandbox-conformance explain ID` says what one asks.")]
 
 
 # -- JSON-RPC versions ---------------------------------------------------------------------------
@@ -328,24 +326,24 @@ def error_section(version: JsonRpcVersion, writer: ShapeWriter) -> list[str]:
 
 
 def shapes_section(version: JsonRpcVersion, writer: ShapeWriter) -> list[str]:
-    """Every shared definition the tables above named, spelled out (and the ones those name)."""
-    lines: list[str] = []
-    done: set[str] = set()
-    while pending := [uri for uri in writer.named if uri not in done]:
+    """Every shared definition the tables above named, and the ones those name, spelled out by name."""
+    shapes: dict[str, Any] = {}
+    while pending := [uri for uri in writer.named if uri not in shapes]:
         for uri in pending:
-            done.add(uri)
             shape = definition(uri)
             while isinstance(shape, dict) and NAMED in shape:  # an alias of another definition
                 shape = definition(shape[NAMED])
-            members = writer.members(shape)
-            title = writer.label(uri)
-            if members and "oneOf" not in shape and "anyOf" not in shape:
-                lines += [f"**{title}**", ""]
-                lines += table(("Member", "Type", "Note"), ((code(m.name + ("" if m.required else "?")), code(m.type),
-                                                             m.description) for m in members))
-            else:
-                note = _constraints(shape)
-                lines += [f"- **{title}**: {code(writer.expr(shape))}{note}", ""]
+            shapes[uri] = shape
+            writer.members(shape)  # what its members name joins the list
+    lines: list[str] = []
+    for uri, shape in sorted(shapes.items(), key=lambda item: writer.label(item[0]).lower()):
+        members = writer.members(shape)
+        if members and "oneOf" not in shape and "anyOf" not in shape:
+            lines += [f"**{writer.label(uri)}**", ""]
+            lines += table(("Member", "Type", "Note"), ((code(m.name + ("" if m.required else "?")), code(m.type),
+                                                         m.description) for m in members))
+        else:
+            lines += [f"- **{writer.label(uri)}**: {code(writer.expr(shape))}{_constraints(shape)}", ""]
     return lines
 
 
