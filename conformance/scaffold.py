@@ -201,13 +201,13 @@ def _rest_url(profile: Path) -> str:
     return url if isinstance(url, str) and url else REST_URL_PLACEHOLDER
 
 
-def template_args(args: argparse.Namespace, directory: Path) -> argparse.Namespace:
+def template_args(args: argparse.Namespace, folder: Path) -> argparse.Namespace:
     """The arguments ``init --plugin ...`` (or ``--rest URL --profile FILE``) would have been given for the
-    copied template; the paths as seen from the working directory, as a user would type them."""
+    template in ``folder`` once copied; the paths as seen from the working directory, as a user types them."""
     name = args.template
     chosen = {"plugin": None, "rest": None, "image": None, "profile": None, "name": args.name or name}
     if name == "rest":
-        chosen["rest"] = _rest_url(directory / REST_PROFILE)
+        chosen["rest"] = _rest_url(folder / REST_PROFILE)
         chosen["profile"] = f"./{REST_PROFILE}"  # written as given: relative to the file's directory
     else:
         chosen["plugin"] = shlex.join([INTERPRETER, os.path.join(args.dir, TEMPLATES[name])])
@@ -224,6 +224,8 @@ def write_template(args: argparse.Namespace) -> list[Path]:
         raise UsageError(f"--dir {args.dir}: no such directory")
     folder, files = template_files(args.template)
     copies = {folder / relative: directory / relative for relative in files}
+    chosen = template_args(args, folder)
+    provider_name(chosen)  # a bad --name stops it here, before anything is copied
     if not args.force:
         for path in [*copies.values(), directory / FILE_NAME, directory / WORKFLOW, directory / BASELINE]:
             if path.exists():
@@ -235,4 +237,4 @@ def write_template(args: argparse.Namespace) -> list[Path]:
             target.chmod(0o755 if target.suffix == ".py" else 0o644)
         except OSError as exc:
             raise UsageError(f"{target} cannot be written: {exc.strerror}") from None
-    return [*copies.values(), *write(template_args(args, directory))]
+    return [*copies.values(), *write(chosen)]

@@ -98,6 +98,11 @@ def test_an_existing_file_stops_it_before_anything_is_written(templates, work, c
     assert sorted(p.name for p in work.iterdir()) == ["README.md"], "nothing else was written"
 
 
+def test_a_bad_name_stops_it_before_anything_is_written(templates, work, capsys) -> None:
+    assert "--name" in one_usage_line(*cli_main(capsys, "init", "--template", "v2", "--name", "no spaces")[::2])
+    assert list(work.iterdir()) == []
+
+
 def test_an_existing_config_stops_it_before_the_template_is_copied(templates, work, capsys) -> None:
     (work / "sandbox-conformance.toml").write_text("# mine\n")
     line = one_usage_line(*cli_main(capsys, "init", "--template", "v2")[::2])
