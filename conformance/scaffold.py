@@ -226,6 +226,8 @@ def write_template(args: argparse.Namespace) -> list[Path]:
     copies = {folder / relative: directory / relative for relative in files}
     chosen = template_args(args, folder)
     provider_name(chosen)  # a bad --name stops it here, before anything is copied
+    if chosen.plugin and plugin_executable(ProviderConfig(plugin=INTERPRETER)) is None:
+        raise UsageError(f"{INTERPRETER} is not on PATH: the {args.template} template is a Python plugin that runs with it")
     if not args.force:
         for path in [*copies.values(), directory / FILE_NAME, directory / WORKFLOW, directory / BASELINE]:
             if path.exists():

@@ -103,6 +103,12 @@ def test_a_bad_name_stops_it_before_anything_is_written(templates, work, capsys)
     assert list(work.iterdir()) == []
 
 
+def test_no_python3_on_path_stops_it_before_anything_is_written(templates, work, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("PATH", str(work.parent / "nothing-here"))
+    assert "python3 is not on PATH" in one_usage_line(*cli_main(capsys, "init", "--template", "v2")[::2])
+    assert list(work.iterdir()) == []
+
+
 def test_an_existing_config_stops_it_before_the_template_is_copied(templates, work, capsys) -> None:
     (work / "sandbox-conformance.toml").write_text("# mine\n")
     line = one_usage_line(*cli_main(capsys, "init", "--template", "v2")[::2])
