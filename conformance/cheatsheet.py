@@ -273,9 +273,10 @@ def capability_section(version: JsonRpcVersion, gated: Mapping[str, list[Gate]],
     lines = [f"The `capabilities` object of {code('initialize')}'s answer"
              + (" (and of each sandbox's `HandleInfo`)" if "HandleInfo" in _common_defs(version.folder) else "")
              + ". A flag not declared true means: not offered; a scenario gated by it is skipped as "
-             "\"capability X not declared\", and a call needing it must be refused as `unsupported`. "
-             "Declared values that are not flags: "
-             + ", ".join(f"{code(path)} ({code(writer.expr(schema))})" for path, schema in values.items()) + ".", ""]
+             "\"capability X not declared\", and a call needing it must be refused as `unsupported`."
+             + (" Declared values that are not flags: "
+                + ", ".join(f"{code(path)} ({code(writer.expr(schema))})" for path, schema in values.items()) + "."
+                if values else ""), ""]
     return lines + table(("Capability", "Gates methods", "Gates scenarios of", "Note"), rows)
 
 
@@ -284,9 +285,8 @@ def _schema_document(uri: str) -> Any:
 
 
 def _common_defs(folder: str) -> set[str]:
-    path = schemas.schema_path(folder, "common.json")
-    return set(json.loads((bundle.schemas_dir() / folder / "common.json").read_text())["$defs"]) \
-        if schemas.exists(path) else set()
+    """The names a dialect folder's common.json defines."""
+    return set(_schema_document(schemas.schema_path(folder, "common.json")).get("$defs", {}))
 
 
 def _error_details(uri: str, writer: ShapeWriter) -> dict[str, str]:
@@ -422,7 +422,7 @@ def version_section(version: JsonRpcVersion) -> list[str]:
               "- Write nothing but protocol messages on stdout (logs go to stderr).",
               *must_lines(version.name), ""]
     lines += [f"### {version.title} shapes", "", *shapes_section(version, writer)]
-    return [line for line in lines if line is not None]
+    return lines
 
 
 # -- REST ----------------------------------------------------------------------------------------
