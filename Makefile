@@ -11,7 +11,7 @@ BIN := $(VENV)/bin
 # slower than its bound. Work stealing keeps them busy to the end (tests last from milliseconds to minutes).
 WORKERS ?= 6
 
-.PHONY: setup runtime run run-sketch run-docker images test wheel bench clean durations
+.PHONY: setup runtime run run-sketch run-docker images test wheel bench clean durations cheatsheet
 
 # Two installations, each with its stamp: what running the suite needs (`pip install -e .`: run, images,
 # durations), and that with the dev extras (the image extra, playwright, ruff, build: setup, test, bench,
@@ -74,3 +74,7 @@ bench: setup
 	$(BIN)/python benchmarks/wire_costs.py
 	$(BIN)/python benchmarks/stream_costs.py
 	$(BIN)/python benchmarks/startup.py
+
+# The protocol cheat-sheet is generated (tests/test_cheatsheet.py fails when the committed one differs).
+cheatsheet: setup
+	$(BIN)/python -m conformance.cheatsheet > docs/protocol-cheatsheet.md

@@ -33,3 +33,8 @@ def steps_dir() -> Path:
 
 def schemas_dir() -> Path:
     return root() / "schemas"
+
+
+def examples_dir() -> Path:
+    """The provider templates ``init --template`` copies (``examples/<template>/``)."""
+    return root() / "examples"

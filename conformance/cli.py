@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from conformance import __version__, user_input
 from conformance.errors import ConformanceError, UsageError
 from conformance.inert import inert, inert_line
-from conformance.options import DEFAULT_CALL_TIMEOUT_S, DIALECTS, PROG, SANDBOXES_PER_PROCESS
+from conformance.options import DEFAULT_CALL_TIMEOUT_S, DIALECTS, INIT_TEMPLATES, PROG, SANDBOXES_PER_PROCESS
 from conformance.transcript import REDACTOR
 
 if TYPE_CHECKING:
@@ -130,6 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
     target.add_argument("--plugin", metavar="COMMAND", help="plugin command line")
     target.add_argument("--rest", metavar="URL", help="base URL of a REST provider")
     target.add_argument("--image", metavar="IMAGE[:TAG]", help="a REST provider packaged as a container image")
+    target.add_argument("--template", metavar="|".join(INIT_TEMPLATES),
+                        help="start a provider: copy the example examples/NAME/ (a plugin, or a REST server and its "
+                             "profile, with a README) here, and point the file at it")
     init.add_argument("--profile", metavar="NAME|PATH", help="REST profile (with --rest or --image)")
     init.add_argument("--name", help="the provider's name in the file (default: from the command, URL or image)")
     init.add_argument("--dir", default=".", metavar="DIR", help="where to write (default: the current directory)")
@@ -501,7 +504,7 @@ def command_sweep(args: argparse.Namespace) -> int:
 def command_init(args: argparse.Namespace) -> int:
     from conformance import scaffold
 
-    for said in scaffold.write(args):
+    for said in (scaffold.write_template(args) if args.template else scaffold.write(args)):
         print(inert(said))
     return EXIT_OK
 

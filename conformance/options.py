@@ -16,3 +16,6 @@ DIALECTS = ("auto", *PLUGIN_DIALECT_NAMES)
 SANDBOXES_PER_PROCESS = ("auto", "one", "many")
 # How `--image` fails without the optional dependencies it needs (testcontainers and the docker client).
 IMAGE_EXTRA_HINT = "--image needs the image extra: pip install 'sandbox-conformance[image]'"
+# `init --template NAME`: the examples/<NAME>/ a provider author can start from (scaffold.TEMPLATES says
+# which file of each the configuration points at; tests/test_init_template.py checks both name the same).
+INIT_TEMPLATES = ("v2", "v1", "sketch", "rest")

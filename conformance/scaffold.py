@@ -11,6 +11,7 @@ import os
 import re
 import shlex
 import tomllib
+import shutil
 from pathlib import Path
 
 from conformance.config_file import FILE_NAME
@@ -236,3 +237,87 @@ def write(args: argparse.Namespace) -> list[str]:
         except OSError as exc:
             raise UsageError(f"{path} cannot be written: {exc.strerror}") from None
     return [said for _, said in files.values()]
+
+
+# -- init --template: a provider to start from ----------------------------------------------------------
+
+# Each template (``examples/<name>/``): the file the configuration points at, and for REST the profile.
+# v2, v1 and sketch are plugins run by an interpreter; rest is a server the suite reaches by URL.
+TEMPLATES = {"v2": "plugin.py", "v1": "plugin.py", "sketch": "plugin.py", "rest": "profile.yaml"}
+REST_PROFILE = "profile.yaml"
+# Where a REST template's server is reached when its profile names no base_url; its README says how to start it.
+REST_URL_PLACEHOLDER = "http://127.0.0.1:8080"
+INTERPRETER = "python3"
+SKIPPED = ("__pycache__", ".pyc")
+
+
+def template_root() -> Path:
+    """The folder holding the templates: inside the wheel, or the repository's ``examples/``."""
+    from conformance import bundle
+
+    return bundle.examples_dir()
+
+
+def template_files(name: str) -> tuple[Path, list[Path]]:
+    """A template's folder and its files (relative to it); ``UsageError`` when it is unknown or not installed."""
+    if name not in TEMPLATES:
+        raise UsageError(f"--template {name!r} is unknown; valid: {', '.join(TEMPLATES)}")
+    folder = template_root() / name
+    if not (folder / TEMPLATES[name]).is_file():
+        raise UsageError(f"template {name} is not installed: {folder / TEMPLATES[name]} is missing")
+    files = sorted(path.relative_to(folder) for path in folder.rglob("*")
+                   if path.is_file() and not any(part.endswith(SKIPPED) for part in path.parts))
+    return folder, files
+
+
+def _rest_url(profile: Path) -> str:
+    """The URL the copied profile says its server listens on (``base_url``), else the placeholder."""
+    import yaml
+
+    try:
+        document = yaml.safe_load(profile.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return REST_URL_PLACEHOLDER
+    url = document.get("base_url") if isinstance(document, dict) else None
+    return url if isinstance(url, str) and url else REST_URL_PLACEHOLDER
+
+
+def template_args(args: argparse.Namespace, folder: Path) -> argparse.Namespace:
+    """The arguments ``init --plugin ...`` (or ``--rest URL --profile FILE``) would have been given for the
+    template in ``folder`` once copied; the paths as seen from the working directory, as a user types them."""
+    name = args.template
+    chosen = {"plugin": None, "rest": None, "image": None, "profile": None, "name": args.name or name}
+    if name == "rest":
+        chosen["rest"] = _rest_url(folder / REST_PROFILE)
+        chosen["profile"] = f"./{REST_PROFILE}"  # written as given: relative to the file's directory
+    else:
+        chosen["plugin"] = shlex.join([INTERPRETER, os.path.join(args.dir, TEMPLATES[name])])
+    return argparse.Namespace(**{**vars(args), **chosen})
+
+
+def write_template(args: argparse.Namespace) -> list[str]:
+    """Copy ``examples/<template>/`` into ``--dir``, then write what ``init`` writes for it. Nothing is written
+    when a file exists (without --force): ``UsageError`` names the first."""
+    if args.profile is not None:
+        raise UsageError("--profile does not apply to --template (the rest template brings its own profile)")
+    directory = Path(args.dir)
+    if not directory.is_dir():
+        raise UsageError(f"--dir {args.dir}: no such directory")
+    folder, files = template_files(args.template)
+    copies = {folder / relative: directory / relative for relative in files}
+    chosen = template_args(args, folder)
+    provider_name(chosen)  # a bad --name stops it here, before anything is copied
+    if chosen.plugin and plugin_executable(ProviderConfig(plugin=INTERPRETER)) is None:
+        raise UsageError(f"{INTERPRETER} is not on PATH: the {args.template} template is a Python plugin that runs with it")
+    if not args.force:
+        for path in [*copies.values(), directory / FILE_NAME]:  # a baseline or workflow that exists is kept
+            if path.exists():
+                raise UsageError(f"{path} exists (give --force to overwrite it)")
+    for source, target in copies.items():
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, target)
+            target.chmod(0o755 if target.suffix == ".py" else 0o644)
+        except OSError as exc:
+            raise UsageError(f"{target} cannot be written: {exc.strerror}") from None
+    return [*(f"wrote {target}" for target in copies.values()), *write(chosen)]

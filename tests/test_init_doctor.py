@@ -181,7 +181,7 @@ def test_init_force_rewrites_only_the_keys_its_arguments_say(tmp_path, monkeypat
     (["--rest", "http://x", "--name", "no spaces"], "--name 'no spaces' must be letters"),
     (["--rest", "http://x", "--dir", "/nonexistent/dir"], "--dir /nonexistent/dir: no such directory"),
     (["--rest", "http://x", "--pin"], "--pin pins a plugin file: it needs --plugin"),
-    ([], "one of the arguments --plugin --rest --image is required"),
+    ([], "one of the arguments --plugin --rest --image --template is required"),
 ])
 def test_init_bad_input_isone_usage_line(argv, fragment, capsys) -> None:
     assert fragment in one_usage_line(*cli_main(capsys, "init", *argv)[::2])

@@ -57,7 +57,8 @@ LAYERS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
         "conformance.runner", "conformance.connections", "conformance.providers", "pytest")),
     "commands": (("conformance/cli.py", "conformance/sweep.py", "conformance/containers.py", "conformance/explain.py",
                   "conformance/scaffold.py", "conformance/doctor.py", "conformance/ci_action.py", "conformance/pinning.py",
-                  "conformance/toml_lines.py"), (
+                  "conformance/toml_lines.py",
+                  "conformance/cheatsheet.py", "conformance/schema_shapes.py"), (
         "conformance.transports", "conformance.reference.mutants")),
     # a reference provider is a provider like any other: none of the suite's internals
     "reference": (("conformance/reference/**/*.py",), (

@@ -46,7 +46,7 @@ def test_the_probe_sees_a_heavy_module_when_one_is_imported() -> None:
 
 def test_version_and_every_help_build_the_parser_without_heavy_modules() -> None:
     helps = [["--version"], ["--help"], *([command, "--help"] for command in (
-        "run", "sweep", "init", "doctor", "list", "explain", "report", "lint", "serve")), ["report", "merge", "--help"]]
+        "run", "sweep", "init", "pin", "doctor", "list", "explain", "report", "lint", "serve")), ["report", "merge", "--help"]]
     code = ("import contextlib, io\nfrom conformance import cli\n"
             f"for argv in {helps!r}:\n"
             "    with contextlib.redirect_stdout(io.StringIO()) as out:\n"

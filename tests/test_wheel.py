@@ -31,6 +31,10 @@ def test_the_wheel_carries_features_steps_and_schemas(wheel: Path) -> None:
     assert "conformance/requirements/sandbox-driver-v1.yaml" in names
     assert "conformance/data/durations.json" in names  # what `run --shard` balances by
     assert "conformance/_bundle/schemas/report/matrix.json" in names
+    # the templates `init --template` copies, found beside the features as the bundle finds them
+    from conformance.scaffold import TEMPLATES
+    for template, entry in TEMPLATES.items():
+        assert f"conformance/_bundle/examples/{template}/{entry}" in names, f"template {template} missing from the wheel"
 
 
 def test_the_wheel_ships_no_test_doubles(wheel: Path) -> None:
@@ -88,3 +92,16 @@ def test_an_installed_wheel_runs_the_suite_from_an_unrelated_directory(wheel: Pa
     refused = subprocess.run([str(venv / "bin" / "sandbox-conformance-host-plugin"), "--list-mutants"],
                              check=False, capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2, refused.stdout
+
+
+def test_the_installed_code_finds_its_templates_inside_the_wheel(wheel: Path, tmp_path: Path) -> None:
+    """`init --template` copies from conformance/_bundle/examples, as the bundle finds features: not from a
+    checkout the installed code knows nothing of."""
+    unpacked = tmp_path / "unpacked"
+    zipfile.ZipFile(wheel).extractall(unpacked)
+    code = (f"import sys; sys.path.insert(0, {str(unpacked)!r}); from conformance import scaffold; "
+            "print(scaffold.template_root())")
+    shown = subprocess.run([sys.executable, "-I", "-c", code], cwd=tmp_path, check=True, capture_output=True,
+                           text=True, timeout=60)
+    root = Path(shown.stdout.strip())
+    assert root == unpacked / "conformance" / "_bundle" / "examples" and root.is_dir(), shown.stdout

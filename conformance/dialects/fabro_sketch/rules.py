@@ -25,9 +25,9 @@ VOCABULARY = WireVocabulary(
 )
 
 # Sketch error codes → the protocol-neutral kinds the steps judge.
-_KINDS = {UNSUPPORTED_CODE: "unsupported", -32602: "invalid_state", -32603: "provider"}
+KINDS_BY_CODE = {UNSUPPORTED_CODE: "unsupported", -32602: "invalid_state", -32603: "provider"}
 # Sketch capability flags that mean the same as a canonical sandbox-driver name.
-_ALIASES = {"access.preview_urls": "previewUrls"}
+CAPABILITY_ALIASES = {"access.preview_urls": "previewUrls"}
 
 
 # The sketch's network modes (``network.modes``, a list) that name a sandbox-driver network policy, by the
@@ -48,7 +48,7 @@ def capability_flags(raw: Any) -> dict[str, bool]:
     """Every boolean leaf of the sketch's declaration by its dotted path, plus canonical aliases and the
     network policies its network modes name."""
     flags = boolean_leaves(raw)
-    for name, wire in _ALIASES.items():
+    for name, wire in CAPABILITY_ALIASES.items():
         flags[name] = flags.get(wire, False)
     for mode in network_modes(raw):
         if mode in _NETWORK_MODES:
@@ -63,7 +63,7 @@ class SketchRules(SchemaRules):
 
     def error_answer(self, method: str, error: dict[str, Any]) -> ProviderCallError:
         code = error.get("code")
-        kind = _KINDS.get(code) if isinstance(code, int) else None
+        kind = KINDS_BY_CODE.get(code) if isinstance(code, int) else None
         if kind is None:
             return protocol_error(method, error)
         return ApplicationErrorAnswer(method=method, code=code, message=str(error.get("message", "")),
