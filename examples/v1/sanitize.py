@@ -1,4 +1,4 @@
-"""Output sanitization (sandbox-driver v1 §5.5/§8.4, the same in v2), stateful across chunks.
+"""Output sanitization (sandbox-driver v1 §5.5/§8.4; v2 §8.4 keeps it), stateful across chunks.
 
 ``strip_ansi`` removes ANSI escape sequences — CSI, OSC, DCS/SOS/PM/APC strings and the other ESC
 sequences, in their 7-bit and UTF-8-encoded C1 forms — and keeps standalone control characters.
