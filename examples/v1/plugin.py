@@ -36,28 +36,34 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+from events import Events, timestamp
 from sanitize import Sanitizer
 
 PROTOCOL_VERSION = 1
 KIND = "example-v1"  # lowercase letters, digits and interior hyphens, at most 64 bytes (v1 §4)
 INVALID_REQUEST, METHOD_NOT_FOUND, APPLICATION_ERROR = -32600, -32601, -32000
 
-FLAGS = lambda *names: {name: False for name in names}
+
+
+def flags(*names: str) -> dict[str, bool]:
+    return dict.fromkeys(names, False)
+
+
 # Every group and every flag is present (v1 §5); a flag is true only where this file does the work.
 CAPABILITIES: dict[str, Any] = {
     "isolation": "none",  # commands run as the plugin's user, on this machine: say so
-    "lifecycle": FLAGS("pause", "archive", "fork", "resize", "recover", "undelete", "refresh_activity",
+    "lifecycle": flags("pause", "archive", "fork", "resize", "recover", "undelete", "refresh_activity",
                        "timers", "labels", "update_network", "snapshot_sandbox"),
-    "exec": {**FLAGS("stdin", "stdio_process", "stdin_stream", "environment"),
+    "exec": {**flags("stdin", "stdio_process", "stdin_stream", "environment"),
              "live_streaming": True, "streams_separated": True,  # output is sent as it is read, per stream
              "cancel": True},  # see m_exec_cancel for why even a minimal plugin needs exec/cancel
     "fs": {"native": True, "upload": True, "download": True, "permissions": False},
-    "search": FLAGS("supported", "native"), "git": FLAGS("supported", "native"),
-    "services": FLAGS("supported", "native"),
+    "search": flags("supported", "native"), "git": flags("supported", "native"),
+    "services": flags("supported", "native"),
     "pty": None, "logs": None, "snapshots": None, "volumes": None,  # null: the whole group is absent
-    "access": FLAGS("preview_urls", "signed_preview_urls", "ssh", "ssh_ttl", "ssh_revoke", "shell_command",
+    "access": flags("preview_urls", "signed_preview_urls", "ssh", "ssh_ttl", "ssh_revoke", "shell_command",
                     "web_terminal", "vnc", "vpn"),
-    "network": FLAGS("allow_all", "block_all", "cidr_allow_list", "domain_allow_list", "outbound_proxy"),
+    "network": flags("allow_all", "block_all", "cidr_allow_list", "domain_allow_list", "outbound_proxy"),
 }
 
 # Methods behind an undeclared capability, with the dotted name the refusal must carry (v1 §5, §7).
@@ -117,11 +123,6 @@ def b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")  # standard alphabet, with padding (v1 §6)
 
 
-def timestamp(seconds: float) -> dict[str, int]:
-    """v1's structural timestamp; an RFC 3339 string is what v2 writes, and a v1 host cannot read it."""
-    return {"secs_since_epoch": int(seconds), "nanos_since_epoch": int(seconds % 1 * 1e9)}
-
-
 class Capture:
     """The retained copy of one stream: all of it, or a head of limit/2 bytes plus a rolling tail (v1 §9)."""
 
@@ -150,7 +151,7 @@ class Plugin:
         self.sandboxes: dict[str, dict[str, Any]] = {}
         self.lock = threading.Lock()
         self.out_lock = threading.Lock()
-        self.source_id, self.sequence = uuid.uuid4().hex, 0  # one event source: sequences from 1, no gaps
+        self.events = Events(KIND, self.send)
         self.cancels: dict[str, threading.Event] = {}  # exec id -> its cancel request, while it runs
 
     # -- the wire (v1 §2, §3) --------------------------------------------------------------------
@@ -200,7 +201,7 @@ class Plugin:
         method, params = request["method"], request.get("params")
         params = params if isinstance(params, dict) else {}
         route = params.get("events") if method in EVENT_ACTIONS else None
-        operation = self.start_operation(route, EVENT_ACTIONS.get(method), params) if isinstance(route, dict) else None
+        operation = self.events.start(route, EVENT_ACTIONS[method], params) if isinstance(route, dict) else None
         try:
             if method in UNSUPPORTED:
                 capability = UNSUPPORTED[method]
@@ -217,44 +218,8 @@ class Plugin:
         except Failure as failure:
             reply = {"error": failure.error}
         if operation is not None:  # the terminal event goes out before the answer (v1 §10)
-            self.end_operation(operation, reply)
+            self.events.end(operation, reply)
         self.send({"jsonrpc": "2.0", "id": request["id"], **reply})
-
-    # -- events (v1 §10) -------------------------------------------------------------------------
-
-    def emit(self, operation: dict[str, Any], body: dict[str, Any]) -> None:
-        route = operation["route"]
-        with self.out_lock:  # sequence order and wire order agree
-            self.sequence += 1
-            event = {"id": {"source_id": self.source_id, "sequence": self.sequence},
-                     "occurred_at": timestamp(time.time()), "provider": KIND, "subject": operation["subject"],
-                     "operation_id": operation["id"], **body}
-            if route.get("correlation_id") is not None:
-                event["correlation_id"] = route["correlation_id"]  # copied verbatim, never interpreted
-            line = json.dumps({"jsonrpc": "2.0", "method": "host/event",
-                               "params": {"route_id": route["route_id"], "event": event}}, separators=(",", ":"))
-            sys.stdout.write(line + "\n")
-            sys.stdout.flush()
-
-    def start_operation(self, route: dict[str, Any], action: str | None, params: dict[str, Any]) -> dict[str, Any]:
-        subject = {"type": "sandbox", **({"id": params["sandbox_id"]} if "sandbox_id" in params else {})}
-        operation = {"route": route, "action": action, "subject": subject, "id": uuid.uuid4().hex,
-                     "started": time.monotonic()}
-        self.emit(operation, {"type": "operation_started", "action": action})
-        return operation
-
-    def end_operation(self, operation: dict[str, Any], reply: dict[str, Any]) -> None:
-        elapsed = time.monotonic() - operation["started"]
-        body = {"action": operation["action"], "duration": {"secs": int(elapsed), "nanos": int(elapsed % 1 * 1e9)}}
-        status = (reply.get("result") or {}).get("status") if isinstance(reply.get("result"), dict) else None
-        if status is not None:
-            operation["subject"]["id"] = status["id"]  # a create's events name the id it assigned
-        if "error" in reply:
-            report = reply["error"].get("data", {}).get("report") or {
-                "kind": "invalid_spec", "message": reply["error"]["message"], "retryable": False, "causes": []}
-            self.emit(operation, {"type": "operation_failed", **body, "error": report})
-        else:
-            self.emit(operation, {"type": "operation_completed", **body})
 
     # -- session ---------------------------------------------------------------------------------
 

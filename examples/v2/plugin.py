@@ -132,6 +132,7 @@ class Plugin:
         self.groups: dict[str, set[int]] = {}  # sandbox id -> process groups this process started in it
         self.execs: set[str] = set()  # exec ids running now, in any sandbox
         self.lock = threading.Lock()
+        self.execs_ended = threading.Condition(self.lock)  # notified whenever a running exec has answered
         self.out_lock = threading.Lock()
         self.events = Events(KIND, self.send)
 
@@ -188,6 +189,9 @@ class Plugin:
         with self.lock:
             for groups in self.groups.values():
                 kill_groups(groups)
+            # The killed commands' last output and eof follow within moments: let each channel end whole
+            # (its eof sent) before exiting, rather than cut it short as an incomplete transfer.
+            self.execs_ended.wait_for(lambda: not self.execs, timeout=2.0)
 
     def answer(self, request: dict[str, Any]) -> None:
         method, params = request["method"], request.get("params")
@@ -367,6 +371,7 @@ class Plugin:
         finally:
             with self.lock:
                 self.execs.discard(exec_id)
+                self.execs_ended.notify_all()
 
     def run(self, sandbox: dict[str, Any], argv: list[str], spec: dict[str, Any], cwd: Path, mode: str,
             channel: Channel) -> dict[str, Any]:
