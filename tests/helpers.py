@@ -69,6 +69,19 @@ def run_cli(*args: str, report_dir: Path | None = None, timeout: float = 300, en
     return SuiteRun(completed.returncode, completed.stdout, completed.stderr, report_dir or Path("reports"))
 
 
+# A skip that hides nothing: the provider does not declare the capability, or the scenario belongs to another
+# dialect (or dialect version). Anything else a caller allows it names itself (its dialect's own limits).
+TRUTHFUL_SKIP_STARTS = ("capability ", "applies to dialect")
+
+
+def untruthful_skips(results: dict[str, Any], *also_truthful: str) -> dict[str, str]:
+    """The skipped scenarios of a results.json whose reason starts neither with one of TRUTHFUL_SKIP_STARTS
+    nor with one of ``also_truthful``, by id: each one a skip that may hide a failure."""
+    truthful = TRUTHFUL_SKIP_STARTS + also_truthful
+    return {s["id"]: s["message"] for s in results["scenarios"]
+            if s["outcome"] == "skipped" and not s["message"].startswith(truthful)}
+
+
 USAGE_LINE = "sandbox-conformance: error: "
 
 

@@ -10,10 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import untruthful_skips
+
 REPO = Path(__file__).resolve().parents[1]
 PLUGIN = REPO / "tests" / "independent" / "indie_v1_plugin.py"
-TRUTHFUL_SKIPS = ("capability ", "applies to dialect", "the sandbox-driver-v1 dialect cannot express: glob",
-                  "the sandbox-driver-v1 dialect cannot express: grep", "on the sandbox-driver-v1 dialect, ")
+V1_LIMITS = ("the sandbox-driver-v1 dialect cannot express: glob", "the sandbox-driver-v1 dialect cannot express: grep",
+             "on the sandbox-driver-v1 dialect, ")
 
 
 @pytest.mark.slow
@@ -28,8 +30,7 @@ def test_the_independent_v1_plugin_passes_with_truthful_skips(tmp_path) -> None:
     assert run.returncode == 0 and not failures, (failures, run.stdout[-3000:])
     assert results["provider"]["kind"] == "indie"
     assert results["summary"]["passed"] >= 200
-    untruthful = {s["id"]: s["message"] for s in results["scenarios"]
-                  if s["outcome"] == "skipped" and not s["message"].startswith(TRUTHFUL_SKIPS)}
+    untruthful = untruthful_skips(results, *V1_LIMITS)
     assert not untruthful, untruthful
     # a v1 provider is cited v1 rules (and gap proposals) only
     assert all(r.startswith(("SDP1-", "GAP-")) for s in results["scenarios"] for r in s["requirements"]
