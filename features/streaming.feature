@@ -156,7 +156,7 @@ Feature: Streaming a command's output
     When I stream a command that writes every byte value from 0 to 255
     Then the streamed stdout is exactly every byte value from 0 to 255
 
-  @id:stream-cancel-idle @req:SDP1-110 @req:SKETCH-013 @must
+  @id:stream-cancel-idle @req:SDP1-110 @cap:exec.cancel @req:SKETCH-013 @must
   Scenario Outline: Cancelling an exec id that is <exec> succeeds and changes nothing
     When I start streaming `printf 'running, '; sleep 0.5; printf 'still here'`
     And while it runs I cancel an exec id that is <exec>

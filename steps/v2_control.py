@@ -28,6 +28,7 @@ CREATE_WAIT_S = 20.0
 QUIET_S = 0.5
 TERMINAL_EVENTS = ("operation_completed", "operation_failed")
 STDIN_CAPABILITIES = ("exec.stdin", "exec.stdin_stream")
+UNSTOPPED_RUN_S = 2.0  # how long the diagnostics' command runs where it cannot be stopped
 
 
 # -- no bytes on the control connection ----------------------------------------------------------------
@@ -40,12 +41,18 @@ def _(world: World) -> None:
     wire = raw_channel(world)
     sandbox_id = fresh.create(SandboxRequest()).id
     moved = {what: world.token(f"conformance-{what.replace(' ', '-')}").encode()
-             for what in ("command input", "command stderr", "file content")}
-    ran = fresh.exec(sandbox_id, ExecRequest(f"cat; printf '%s' '{moved['command stderr'].decode()}' >&2",
-                                             stdin=moved["command input"]))
-    expect(ran.outcome == "ran" and ran.stdout == moved["command input"]
+             for what in ("command output", "command stderr", "file content")}
+    stderr = f"printf '%s' '{moved['command stderr'].decode()}' >&2"
+    # The bytes go in as the command's input only where the provider declares a way to take input: one that
+    # declares neither must refuse such a command (v2-stdin-needs-a-capability). Otherwise the command prints them.
+    if any(world.provider.capabilities.declares(name) for name in STDIN_CAPABILITIES):
+        request, how = ExecRequest(f"cat; {stderr}", stdin=moved["command output"]), "echo its input"
+    else:
+        request, how = ExecRequest(f"printf '%s' '{moved['command output'].decode()}'; {stderr}"), "print generated text"
+    ran = fresh.exec(sandbox_id, request)
+    expect(ran.outcome == "ran" and ran.stdout == moved["command output"]
            and ran.stderr == moved["command stderr"],
-           f"the command should echo its input and write the generated text to stderr; it gave {ran.describe()}")
+           f"the command should {how} and write the generated text to stderr; it gave {ran.describe()}")
     files = world.files("write a file", fresh)
     path = f"{world.token('control-bytes')}.txt"
     files.write(sandbox_id, path, moved["file content"])
@@ -112,7 +119,11 @@ def _(world: World, operation: str, path: str) -> None:
 @when("the host asks for the provider's transport diagnostics while a streamed command runs")
 def _(world: World) -> None:
     streams = world.streams("streaming exec")
-    running = streams.start_exec(world.require_sandbox().id, ExecRequest("printf ready; sleep 30", timeout_s=60.0))
+    # A provider that declares exec.stop has the command killed once the diagnostics are read; one that does not
+    # must refuse a stop, so its command ends on its own a little later.
+    stoppable = world.provider.capabilities.declares("exec.stop")
+    script = "printf ready; sleep 30" if stoppable else f"printf ready; sleep {UNSTOPPED_RUN_S:g}"
+    running = streams.start_exec(world.require_sandbox().id, ExecRequest(script, timeout_s=60.0))
     try:
         deadline = time.monotonic() + READY_WAIT_S
         while not any(chunk.data for chunk in running.chunks_so_far()):
@@ -121,8 +132,9 @@ def _(world: World) -> None:
             time.sleep(0.02)
         world.last = attempt(lambda: world.channels().transport_diagnostics())
     finally:
-        streams.stop_exec(running.exec_id, "kill")
-        running.wait(10.0)
+        if stoppable:
+            streams.stop_exec(running.exec_id, "kill")
+        running.wait(10.0 + (0 if stoppable else UNSTOPPED_RUN_S))
 
 
 def _counter_problems(value: Any, path: str) -> list[str]:
