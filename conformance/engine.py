@@ -133,7 +133,7 @@ def finish(config: RunConfig, facts: RunFacts, catalogue: Iterable[CatalogueEntr
 # secret such as `--env MODE=stdio` must not turn it into "[REDACTED]".
 _PROVIDER_OWN = ("dialect", "transport", "sandboxes_per_process")
 # A scenario's parts that quote the provider; the rest (ids, names, outcomes, levels, texts) is the suite's.
-_SCENARIO_QUOTES = ("message", "transcript", "stderr", "reproduce", "findings")
+_SCENARIO_QUOTES = ("message", "transcript", "stderr", "reproduce", "findings", "cause")
 
 
 def redact_document(data: dict[str, Any]) -> dict[str, Any]:

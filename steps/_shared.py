@@ -45,6 +45,7 @@ from conformance.errors import (
     ProtocolErrorAnswer,
     ProviderCallError,
     ProviderViolation,
+    WrongAnswer,
 )
 
 from ._state import (
@@ -72,10 +73,14 @@ CONFORMANCE_PREFIX = "conformance"
 MARKER_FILE = "conformance-marker"
 
 
-def expect(condition: bool, message: str) -> None:
-    """Fail the scenario with ``message`` unless ``condition`` holds."""
+def expect(condition: bool, message: str, answer: ProviderCallError | None = None,
+           expected: str | None = None) -> None:
+    """Fail the scenario with ``message`` unless ``condition`` holds. A check of a call's error ``answer``
+    passes it (and what the rule ``expected`` instead): the run groups its failures by those facts."""
     if not condition:
-        raise AssertionError(message)
+        if answer is None and expected is None:
+            raise AssertionError(message)
+        raise WrongAnswer(message, answer if isinstance(answer, ProviderCallError) else None, expected)
 
 
 @dataclass
@@ -86,13 +91,15 @@ class Attempt:
     error: ProviderCallError | None = None
 
     def expect_success(self, what: str) -> Any:
-        expect(self.error is None, f"{what} should succeed, but the provider answered: {self.error}")
+        expect(self.error is None, f"{what} should succeed, but the provider answered: {self.error}", self.error)
         return self.answer
 
     def expect_application_error(self, what: str) -> ApplicationErrorAnswer:
-        expect(self.error is not None, f"{what} should fail, but the provider answered {self.answer!r}")
+        expect(self.error is not None, f"{what} should fail, but the provider answered {self.answer!r}",
+               expected="an error")
         expect(isinstance(self.error, ApplicationErrorAnswer),
-               f"{what} should fail with an application error, but the provider answered: {self.error}")
+               f"{what} should fail with an application error, but the provider answered: {self.error}", self.error,
+               "an application error")
         assert isinstance(self.error, ApplicationErrorAnswer)
         return self.error
 

@@ -201,9 +201,11 @@ def _(world: World, capability: str) -> None:
         expect(error.detail.get("capability") in names,
                f'"{call}" was refused as unsupported naming {error.detail.get("capability")!r}, not {capability}')
         return
+    undeclared = bool(names) and not any(declared.declares(name) for name in declared.names_of(capability))
     expect(isinstance(error, ProtocolErrorAnswer) and error.code == -32600,
            f'a request to "{call}" with none of the params it requires cannot be decoded, so it is answered with '
-           f"the JSON-RPC error -32600 (invalid request); it was answered: {error}")
+           f"the JSON-RPC error -32600 (invalid request); it was answered: {error}", error,
+           "unsupported" if undeclared else "-32600 invalid request")
 
 
 # -- a capability set on every path that answers a handle -------------------------------------------------

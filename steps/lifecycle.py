@@ -117,7 +117,8 @@ def _expect_gone(world: World, what: str, state_of: Callable[[Any], str]) -> Non
     error = world.last.error
     if error is not None:
         expect(world.provider.says_unknown_sandbox(error, sandbox_id),
-               f"{what} of a deleted sandbox should be not_found (or report it deleted); it answered: {error}")
+               f"{what} of a deleted sandbox should be not_found (or report it deleted); it answered: {error}",
+               error)
         return
     state = state_of(world.last.answer)
     expect(state in ("deleting", "deleted"),
