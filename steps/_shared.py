@@ -94,12 +94,14 @@ class Attempt:
         expect(self.error is None, f"{what} should succeed, but the provider answered: {self.error}", self.error)
         return self.answer
 
-    def expect_application_error(self, what: str) -> ApplicationErrorAnswer:
+    def expect_application_error(self, what: str, expected: str = "an application error") -> ApplicationErrorAnswer:
+        """The application error the call was answered with; ``expected`` names the refusal the rule asks for
+        (``"unsupported"`` where the capability is not declared), for the run's grouping of failures."""
         expect(self.error is not None, f"{what} should fail, but the provider answered {self.answer!r}",
-               expected="an error")
+               expected=expected)
         expect(isinstance(self.error, ApplicationErrorAnswer),
                f"{what} should fail with an application error, but the provider answered: {self.error}", self.error,
-               "an application error")
+               expected)
         assert isinstance(self.error, ApplicationErrorAnswer)
         return self.error
 

@@ -139,8 +139,9 @@ def _undeclared(world: World, capability: str | None) -> set[str]:
 def _(world: World) -> None:
     call, capability = world.require(world.errors.every_call, "call naming a sandbox id never issued")
     asked = world.require(world.errors.never_issued_id, "never-issued sandbox id")
-    error = world.last.expect_application_error(f'"{call}" naming a sandbox id that was never issued')
     refusable = _undeclared(world, capability)
+    error = world.last.expect_application_error(f'"{call}" naming a sandbox id that was never issued',
+                                                "unsupported" if refusable else "not_found")
     if refusable and world.provider.operations is not None and call in world.provider.operations.catalogue:
         refusable |= set(world.provider.operations.catalogue[call].served_through)
     if error.kind == "unsupported" and refusable:

@@ -191,8 +191,8 @@ PLACEHOLDER = re.compile(r"<[^<>\s]*>|\{[^{}\s]*\}|\$\{|%s")
 
 
 def _expect_refusal(outcome: Attempt, what: str, kind: str, field: str | None = None) -> ApplicationErrorAnswer:
-    error = outcome.expect_application_error(what)
-    expect(error.kind == kind, f"{what} should be refused with kind {kind}; it answered: {error}")
+    error = outcome.expect_application_error(what, kind)
+    expect(error.kind == kind, f"{what} should be refused with kind {kind}; it answered: {error}", error, kind)
     if field is not None:
         expect(names_field(error, field),
                f"{what} was refused as {kind}, but detail.field is {error.detail.get('field')!r} instead of "

@@ -77,7 +77,7 @@ def render_summary(document: dict[str, Any], width: int = 110, color: bool = Fal
     brief = len(failing) > FULL_DETAIL_UP_TO
     if brief and failing:
         console.print(f"failures, one line each ({len(failing)}; the full detail is in summary.md, report.html and "
-                      "results.json):", markup=False, highlight=False)
+                      "results.json):", markup=False, highlight=False, soft_wrap=True)
     for scenario in failing:
         if scenario["outcome"] == "xpass":
             console.print(Text(f"XPASS {scenario['id']}", style=_STYLE["xpass"]),
