@@ -13,11 +13,13 @@ import re
 import pytest
 
 from conformance import schemas
+from conformance.engine import redact_document
 from conformance.errors import ApplicationErrorAnswer, CallTimeout, ProtocolErrorAnswer, WrongAnswer
 from conformance.providers import ProviderConfig
 from conformance.reporting import repeat, shards, writer
 from conformance.reporting.causes import cause_key, group_causes, observed_cause, setup_message
 from conformance.reporting.model import ScenarioResult
+from conformance.transcript import REDACTOR
 from tests import inprocess
 from tests.test_report_html import browser, open_report  # noqa: F401 - the module's Chromium fixtures
 
@@ -110,12 +112,12 @@ def _document(results: list[ScenarioResult], shard: tuple[int, int] | None = Non
                                  sandboxes={"created": 0, "deleted": 0, "leaked": [], "swept": []}, seed=1, shard=shard)
 
 
-def _result(sid: str, outcome: str, method: str | None = None) -> ScenarioResult:
+def _result(sid: str, outcome: str, method: str | None = None, answer: str = "-32601 method not found") -> ScenarioResult:
     result = ScenarioResult(id=sid, name=sid, feature="fs.feature", nodeid=sid, level="must",
                             requirements=["SDP1-100"], capabilities=[], dialects=[], outcome=outcome)
     if outcome == "failed":
         result.message = "failed"
-        result.cause = {"method": method, "answer": "-32601 method not found", "expected": None, "setup": False,
+        result.cause = {"method": method, "answer": answer, "expected": None, "setup": False,
                         "step": "Then it holds"}
     return result
 
@@ -131,6 +133,17 @@ def test_merged_documents_recompute_their_causes() -> None:
     union = shards.merge([("left", left), ("right", right)])
     assert [(c["count"], sorted(c["methods"])) for c in union["causes"]] == [(2, ["fs/read", "fs/write"])]
     assert not schemas.problems(writer.RESULTS_SCHEMA + "#/properties/causes", union["causes"])
+
+
+def test_a_secret_in_a_cause_is_redacted_in_the_causes_too() -> None:
+    secret = "cause-secret-4711"
+    known = REDACTOR.known()
+    REDACTOR.add(secret)
+    try:
+        document = redact_document(_document([_result("a", "failed", "fs/write", f"kind {secret}")]))
+    finally:
+        REDACTOR.keep_only(known)
+    assert document["causes"] and secret not in json.dumps(document)
 
 
 # -- a first plugin, every report ----------------------------------------------------------------------
