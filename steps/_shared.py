@@ -211,8 +211,9 @@ def await_printed(running: RunningExec, text: bytes, within_s: float, what: str)
     deadline = time.monotonic() + within_s
     while text not in printed_so_far(running):
         if running.done():
-            raise AssertionError(f"{what} ended before it printed {text.decode(errors='replace')!r}: "
-                                 f"{how_it_ended(running)}")
+            ended = attempt(lambda: running.wait(1.0))
+            raise WrongAnswer(f"{what} ended before it printed {text.decode(errors='replace')!r}: "
+                              f"{how_it_ended(running)}", ended.error)
         expect(time.monotonic() < deadline,
                f"{what} did not print {text.decode(errors='replace')!r} within {within_s:.0f}s")
         time.sleep(0.02)
@@ -404,7 +405,8 @@ def expect_limit_exceeded(error: Any, limit: str, max_bytes: int | None = None) 
     """``error`` refuses a value beyond the transport limit ``limit`` (of ``max_bytes``, when given), as
     kind limit_exceeded naming it."""
     expect(isinstance(error, ApplicationErrorAnswer) and error.kind == "limit_exceeded",
-           f"a value beyond a transport limit is refused with kind limit_exceeded naming the limit; got {error}")
+           f"a value beyond a transport limit is refused with kind limit_exceeded naming the limit; got {error}",
+           error if isinstance(error, ProviderCallError) else None, "limit_exceeded")
     assert isinstance(error, ApplicationErrorAnswer)
     expect(error.detail.get("limit") == limit,
            f"the refusal should name the limit {limit}; it names {error.detail.get('limit')!r} ({error})")

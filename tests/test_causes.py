@@ -1,7 +1,7 @@
 """Failures grouped by cause (``conformance/reporting/causes.py``): the facts a failure records, the grouping key,
 the basics-first order, the merges that recompute them, and one run against a plugin that answers only
-``initialize``, ``sandbox/create``, ``exec/run`` and ``sandbox/delete`` (``tests/partial_plugin.py``): at most
-twelve causes cover every failure, and the terminal, summary.md, results.json and report.html (in Chromium)
+``initialize``, ``sandbox/create``, ``exec/run`` and ``sandbox/delete`` (``tests/partial_plugin.py``, v1 and v2):
+at most twelve causes cover every failure, and the terminal, summary.md, results.json and report.html (in Chromium)
 show the same grouping, in the same order.
 """
 
@@ -171,6 +171,15 @@ def test_a_dozen_causes_cover_every_failure_of_a_four_method_plugin(partial_run)
     assert setup and fs["setup"] == sum(1 for s in setup if s["id"] in fs["scenarios"]) > 0
     needing = next(s for s in setup if s["id"] in fs["scenarios"] and s["cause"]["method"] == "fs/write")
     assert needing["message"].startswith("needs fs/write, which failed: "), needing["message"]
+
+
+def test_a_dozen_causes_cover_every_failure_of_a_four_method_v2_plugin(tmp_path) -> None:
+    run = inprocess.run_suite(ProviderConfig(in_process=(PARTIAL, "--dialect", "sandbox-driver-v2")), tmp_path)
+    causes = run.results["causes"]
+    assert run.results["provider"]["dialect"] == "sandbox-driver-v2" and run.exit_code == 1
+    assert len(causes) <= MOST_CAUSES, [c["title"] for c in causes]
+    assert sorted(sid for c in causes for sid in c["scenarios"]) == sorted(run.with_outcome("failed", "error"))
+    assert any(c["setup"] for c in causes if "fs/write" in c["methods"])
 
 
 def test_the_terminal_shows_the_causes_first_and_one_line_per_failure(partial_run) -> None:
