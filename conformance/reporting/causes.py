@@ -165,7 +165,7 @@ def group_causes(scenarios: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
                                         "answer": cause.get("answer"), "expected": cause.get("expected"),
                                         "count": 0, "setup": 0, "methods": [], "scenarios": []})
         entry["count"] += 1
-        entry["setup"] += 1 if cause.get("setup") else 0
+        entry["setup"] += 1 if cause.get("setup") and cause.get("method") else 0  # a Given that needed the call
         entry["scenarios"].append(scenario["id"])
         if cause.get("method"):
             calls.setdefault(key, Counter())[cause["method"]] += 1
