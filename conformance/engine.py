@@ -133,7 +133,7 @@ def finish(config: RunConfig, facts: RunFacts, catalogue: Iterable[CatalogueEntr
 # secret such as `--env MODE=stdio` must not turn it into "[REDACTED]".
 _PROVIDER_OWN = ("dialect", "transport", "sandboxes_per_process")
 # A scenario's parts that quote the provider; the rest (ids, names, outcomes, levels, texts) is the suite's.
-_SCENARIO_QUOTES = ("message", "transcript", "stderr", "reproduce", "findings")
+_SCENARIO_QUOTES = ("message", "transcript", "stderr", "reproduce", "findings", "cause")
 
 
 def redact_document(data: dict[str, Any]) -> dict[str, Any]:
@@ -147,6 +147,7 @@ def redact_document(data: dict[str, Any]) -> dict[str, Any]:
         "wire_violations_outside_scenarios": data["wire_violations_outside_scenarios"],
         "verdict": {k: data["verdict"][k] for k in ("reasons", "warnings")},
         "scenarios": [{k: s[k] for k in _SCENARIO_QUOTES if k in s} for s in data["scenarios"]],
+        "causes": data.get("causes", []),  # grouped from the scenarios' causes before these were redacted
     }
     redacted = REDACTOR.strings(quoted)
     if redacted is quoted:
@@ -158,6 +159,7 @@ def redact_document(data: dict[str, Any]) -> dict[str, Any]:
         "wire_violations_outside_scenarios": redacted["wire_violations_outside_scenarios"],
         "verdict": {**data["verdict"], **redacted["verdict"]},
         "scenarios": [{**s, **r} for s, r in zip(data["scenarios"], redacted["scenarios"], strict=True)],
+        **({"causes": redacted["causes"]} if "causes" in data else {}),
     }
 
 

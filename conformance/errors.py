@@ -113,11 +113,31 @@ class SchemaViolation(ProviderViolation):
 
 
 class CallTimeout(ProviderViolation):
-    """The provider did not answer a call within its deadline."""
+    """The provider did not answer a call within its deadline; ``method`` names the call where one was
+    outstanding (the run's failure causes group by it)."""
+
+    def __init__(self, message: str, method: str | None = None) -> None:
+        super().__init__(message)
+        self.method = method
 
 
 class ProviderCrashed(ProviderViolation):
-    """The provider process ended while the suite was still talking to it."""
+    """The provider process ended while the suite was still talking to it (``method``: the call outstanding)."""
+
+    def __init__(self, message: str, method: str | None = None) -> None:
+        super().__init__(message)
+        self.method = method
+
+
+class WrongAnswer(AssertionError):
+    """A step's check of a call's answer failed: ``answer`` is the error the provider gave (None when the call
+    succeeded where it should have failed), ``expected`` what the rule asks instead (``"unsupported"``). The
+    run's failure causes read these facts, never the message."""
+
+    def __init__(self, message: str, answer: ProviderCallError | None = None, expected: str | None = None) -> None:
+        super().__init__(message)
+        self.answer = answer
+        self.expected = expected
 
 
 @dataclass

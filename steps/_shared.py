@@ -45,6 +45,7 @@ from conformance.errors import (
     ProtocolErrorAnswer,
     ProviderCallError,
     ProviderViolation,
+    WrongAnswer,
 )
 
 from ._state import (
@@ -72,10 +73,14 @@ CONFORMANCE_PREFIX = "conformance"
 MARKER_FILE = "conformance-marker"
 
 
-def expect(condition: bool, message: str) -> None:
-    """Fail the scenario with ``message`` unless ``condition`` holds."""
+def expect(condition: bool, message: str, answer: ProviderCallError | None = None,
+           expected: str | None = None) -> None:
+    """Fail the scenario with ``message`` unless ``condition`` holds. A check of a call's error ``answer``
+    passes it (and what the rule ``expected`` instead): the run groups its failures by those facts."""
     if not condition:
-        raise AssertionError(message)
+        if answer is None and expected is None:
+            raise AssertionError(message)
+        raise WrongAnswer(message, answer if isinstance(answer, ProviderCallError) else None, expected)
 
 
 @dataclass
@@ -86,13 +91,17 @@ class Attempt:
     error: ProviderCallError | None = None
 
     def expect_success(self, what: str) -> Any:
-        expect(self.error is None, f"{what} should succeed, but the provider answered: {self.error}")
+        expect(self.error is None, f"{what} should succeed, but the provider answered: {self.error}", self.error)
         return self.answer
 
-    def expect_application_error(self, what: str) -> ApplicationErrorAnswer:
-        expect(self.error is not None, f"{what} should fail, but the provider answered {self.answer!r}")
+    def expect_application_error(self, what: str, expected: str = "an application error") -> ApplicationErrorAnswer:
+        """The application error the call was answered with; ``expected`` names the refusal the rule asks for
+        (``"unsupported"`` where the capability is not declared), for the run's grouping of failures."""
+        expect(self.error is not None, f"{what} should fail, but the provider answered {self.answer!r}",
+               expected=expected)
         expect(isinstance(self.error, ApplicationErrorAnswer),
-               f"{what} should fail with an application error, but the provider answered: {self.error}")
+               f"{what} should fail with an application error, but the provider answered: {self.error}", self.error,
+               expected)
         assert isinstance(self.error, ApplicationErrorAnswer)
         return self.error
 
@@ -202,8 +211,9 @@ def await_printed(running: RunningExec, text: bytes, within_s: float, what: str)
     deadline = time.monotonic() + within_s
     while text not in printed_so_far(running):
         if running.done():
-            raise AssertionError(f"{what} ended before it printed {text.decode(errors='replace')!r}: "
-                                 f"{how_it_ended(running)}")
+            ended = attempt(lambda: running.wait(1.0))
+            raise WrongAnswer(f"{what} ended before it printed {text.decode(errors='replace')!r}: "
+                              f"{how_it_ended(running)}", ended.error)
         expect(time.monotonic() < deadline,
                f"{what} did not print {text.decode(errors='replace')!r} within {within_s:.0f}s")
         time.sleep(0.02)
@@ -395,7 +405,8 @@ def expect_limit_exceeded(error: Any, limit: str, max_bytes: int | None = None) 
     """``error`` refuses a value beyond the transport limit ``limit`` (of ``max_bytes``, when given), as
     kind limit_exceeded naming it."""
     expect(isinstance(error, ApplicationErrorAnswer) and error.kind == "limit_exceeded",
-           f"a value beyond a transport limit is refused with kind limit_exceeded naming the limit; got {error}")
+           f"a value beyond a transport limit is refused with kind limit_exceeded naming the limit; got {error}",
+           error if isinstance(error, ProviderCallError) else None, "limit_exceeded")
     assert isinstance(error, ApplicationErrorAnswer)
     expect(error.detail.get("limit") == limit,
            f"the refusal should name the limit {limit}; it names {error.detail.get('limit')!r} ({error})")

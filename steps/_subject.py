@@ -28,6 +28,7 @@ from conformance.errors import (
     ProtocolErrorAnswer,
     ProviderCallError,
     ProviderViolation,
+    WrongAnswer,
 )
 
 from ._shared import Attempt, caught_up, expect
@@ -63,8 +64,9 @@ def expect_not_refused(provider: ProviderAdapter, error: Any, what: str, capabil
         return
     if capability is not None and not provider.capabilities.declares(capability):
         raise CapabilityNotDeclared(capability, f"{what}: {error}")
-    raise AssertionError(f"the provider refused {what}: {error}. The scenario is about it, so it cannot pass "
-                         "without it" + (f" ({capability} is declared)" if capability else ""))
+    raise WrongAnswer(f"the provider refused {what}: {error}. The scenario is about it, so it cannot pass "
+                      "without it" + (f" ({capability} is declared)" if capability else ""),
+                      error if isinstance(error, ProviderCallError) else None)
 
 
 @dataclass

@@ -95,12 +95,13 @@ def _(world: World, capability: str) -> None:
                f"{capability} is declared, but '{operation}' was refused as unsupported: {error}")
         # A method the provider does not know at all was never served, whatever else it may answer.
         expect(not (isinstance(error, ProtocolErrorAnswer) and error.code == METHOD_NOT_FOUND),
-               f"{capability} is declared, but the provider does not know the method of '{operation}': {error}")
+               f"{capability} is declared, but the provider does not know the method of '{operation}': {error}", error)
         return
     expect(error is not None,
            f"{capability} is not declared, but '{operation}' succeeded with {world.last.answer!r}")
     expect(isinstance(error, ApplicationErrorAnswer) and error.kind == "unsupported",
-           f"{capability} is not declared, so '{operation}' must fail with kind unsupported; it answered: {error}")
+           f"{capability} is not declared, so '{operation}' must fail with kind unsupported; it answered: {error}",
+           error, "unsupported")
     assert isinstance(error, ApplicationErrorAnswer)
     if world.operations(operation).refusal_names_capability:
         named = error.detail.get("capability")

@@ -104,7 +104,8 @@ def _(world: World, code: int, meaning: str, reading: str) -> None:
                f"read as {reading}, the request should get that method's answer, the provider sent {world.last.answer!r}")
         return
     answered = answered_error_code(world)
-    expect(answered == code, f"expected JSON-RPC error {code} ({meaning}), the provider answered code {answered}")
+    expect(answered == code, f"expected JSON-RPC error {code} ({meaning}), the provider answered code {answered}",
+           world.last.error if world.common.raw_reply is None else None)
 
 
 @when(parsers.parse("the host sends a request with {flaw}"))
@@ -144,7 +145,7 @@ def _report(world: World) -> dict[str, Any]:
     code = world.wire(world.provider).vocabulary.application_error_code
     expect(error.code == code,
            f"an application failure must be JSON-RPC error {code}; the provider answered code "
-           f"{error.code}: {error.message}")
+           f"{error.code}: {error.message}", error)
     data = error.data
     expect(isinstance(data, dict) and isinstance(data.get("report"), dict),
            f"error {code} must carry data.report; the provider sent data {preview(data)}")
@@ -194,7 +195,7 @@ def _(world: World) -> None:
     error = world.last.error
     expect(isinstance(error, ApplicationErrorAnswer) and error.kind == "unsupported",
            f"'{operation}' ({capability} is not declared) should be refused as unsupported; it answered "
-           f"{error if error is not None else preview(world.last.answer)}")
+           f"{error if error is not None else preview(world.last.answer)}", error, "unsupported")
     assert isinstance(error, ApplicationErrorAnswer)
     report = error.data.get("report") if isinstance(error.data, dict) else None
     retryable = report.get("retryable") if isinstance(report, dict) else None
@@ -308,7 +309,7 @@ def _(world: World) -> None:
     error = _failure(world)
     expect(isinstance(error, ApplicationErrorAnswer) and error.kind == "not_found",
            f"describing an id the provider never issued should fail with kind not_found; it answered: "
-           f"{error}")
+           f"{error}", error)
 
 
 @then(parsers.parse('the failure\'s detail names the resource "{resource}" and the id that was asked for'))

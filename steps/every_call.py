@@ -139,8 +139,9 @@ def _undeclared(world: World, capability: str | None) -> set[str]:
 def _(world: World) -> None:
     call, capability = world.require(world.errors.every_call, "call naming a sandbox id never issued")
     asked = world.require(world.errors.never_issued_id, "never-issued sandbox id")
-    error = world.last.expect_application_error(f'"{call}" naming a sandbox id that was never issued')
     refusable = _undeclared(world, capability)
+    error = world.last.expect_application_error(f'"{call}" naming a sandbox id that was never issued',
+                                                "unsupported" if refusable else "not_found")
     if refusable and world.provider.operations is not None and call in world.provider.operations.catalogue:
         refusable |= set(world.provider.operations.catalogue[call].served_through)
     if error.kind == "unsupported" and refusable:
@@ -201,9 +202,11 @@ def _(world: World, capability: str) -> None:
         expect(error.detail.get("capability") in names,
                f'"{call}" was refused as unsupported naming {error.detail.get("capability")!r}, not {capability}')
         return
+    undeclared = bool(names) and not any(declared.declares(name) for name in declared.names_of(capability))
     expect(isinstance(error, ProtocolErrorAnswer) and error.code == -32600,
            f'a request to "{call}" with none of the params it requires cannot be decoded, so it is answered with '
-           f"the JSON-RPC error -32600 (invalid request); it was answered: {error}")
+           f"the JSON-RPC error -32600 (invalid request); it was answered: {error}", error,
+           "unsupported" if undeclared else "-32600 invalid request")
 
 
 # -- a capability set on every path that answers a handle -------------------------------------------------

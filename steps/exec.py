@@ -209,7 +209,7 @@ def _(world: World, code: int, meaning: str) -> None:
             error = getattr(outcome, "error", None)
             expect(error is not None, f"{why}; instead the command ran: {outcome.describe()}")
         assert error is not None
-        expect(error.code == code, f"{why}; the provider answered code {error.code}: {error}")
+        expect(error.code == code, f"{why}; the provider answered code {error.code}: {error}", error)
 
 
 # -- running with options -------------------------------------------------------------------------

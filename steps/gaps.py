@@ -65,7 +65,8 @@ def _refused_as_unsupported(world: World, outcome: Attempt, capability: str, wha
     expect(not declared, f"{capability} is declared, but {what} failed: {outcome.error}")
     error = outcome.error
     expect(isinstance(error, ApplicationErrorAnswer) and error.kind == "unsupported",
-           f"{capability} is not declared, so {what} must be refused as unsupported; it answered: {error}")
+           f"{capability} is not declared, so {what} must be refused as unsupported; it answered: {error}",
+           error, "unsupported")
     return True
 
 

@@ -133,7 +133,8 @@ def _next_response(raw, timeout_s: float):
 @then(parsers.parse('the answer is the JSON-RPC error {code:d} "{meaning}"'))
 def _(world: World, code: int, meaning: str) -> None:
     answered = answered_error_code(world)
-    expect(answered == code, f"expected JSON-RPC error {code} ({meaning}), the provider answered code {answered}")
+    expect(answered == code, f"expected JSON-RPC error {code} ({meaning}), the provider answered code {answered}",
+           world.last.error if world.common.raw_reply is None else None)
 
 
 @then("the provider still answers requests")

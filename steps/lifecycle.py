@@ -117,7 +117,8 @@ def _expect_gone(world: World, what: str, state_of: Callable[[Any], str]) -> Non
     error = world.last.error
     if error is not None:
         expect(world.provider.says_unknown_sandbox(error, sandbox_id),
-               f"{what} of a deleted sandbox should be not_found (or report it deleted); it answered: {error}")
+               f"{what} of a deleted sandbox should be not_found (or report it deleted); it answered: {error}",
+               error)
         return
     state = state_of(world.last.answer)
     expect(state in ("deleting", "deleted"),
@@ -190,8 +191,8 @@ PLACEHOLDER = re.compile(r"<[^<>\s]*>|\{[^{}\s]*\}|\$\{|%s")
 
 
 def _expect_refusal(outcome: Attempt, what: str, kind: str, field: str | None = None) -> ApplicationErrorAnswer:
-    error = outcome.expect_application_error(what)
-    expect(error.kind == kind, f"{what} should be refused with kind {kind}; it answered: {error}")
+    error = outcome.expect_application_error(what, kind)
+    expect(error.kind == kind, f"{what} should be refused with kind {kind}; it answered: {error}", error, kind)
     if field is not None:
         expect(names_field(error, field),
                f"{what} was refused as {kind}, but detail.field is {error.detail.get('field')!r} instead of "

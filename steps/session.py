@@ -47,7 +47,7 @@ def _(world: World) -> None:
     error = world.last.error
     expect(error is None, "a provider reports being unhealthy with a successful health answer and a status "
                           "other than ok; an error means the check itself could not be made. It answered: "
-                          f"{error}")
+                          f"{error}", error)
     health = world.last.answer
     expect(isinstance(health.status, str) and health.status != "",
            f"the health answer carries no status: {health.raw!r}")

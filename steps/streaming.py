@@ -21,6 +21,7 @@ from ._shared import (
     fitted_request,
     how_it_ended,
     sanitization_mode,
+    stream_refusal,
     unescape,
 )
 
@@ -238,7 +239,8 @@ def _(world: World) -> None:
     slow = _start(world, fitted_request(command))
     world.stream.slow = slow
     _wait_for_first_chunk(slow)
-    expect(not slow.done(), "the slow command should still be running at this point, but it already answered")
+    ended = stream_refusal(attempt(lambda: slow.wait(1.0))) if slow.done() else None
+    expect(not slow.done(), "the slow command should still be running at this point, but it already answered", ended)
 
 
 @when("while it runs I stream a fast command and describe the sandbox")

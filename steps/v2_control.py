@@ -232,7 +232,7 @@ def _(world: World) -> None:
     if described.error is not None:
         expect(isinstance(described.error, ApplicationErrorAnswer) and described.error.kind == "not_found",
                f"describing the deleted sandbox should answer not_found (or a deleted state); it answered "
-               f"{described.error}")
+               f"{described.error}", described.error)
         return
     expect(described.answer.state in ("deleting", "deleted"),
            f"sandbox/delete by id alone must remove the sandbox, even from a process that never attached it; "

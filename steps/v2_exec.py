@@ -365,7 +365,7 @@ def _(world: World, command: str) -> None:
 def _(world: World, total: int) -> None:
     outcome = world.require(world.channels_state.stream_outcome, "streamed command")
     refusal = stream_refusal(outcome)
-    expect(refusal is None, f"the streamed command should run; it was refused: {refusal}")
+    expect(refusal is None, f"the streamed command should run; it was refused: {refusal}", refusal)
     streamed = outcome.answer
     capture = streamed.stdout_capture
     expect(capture is not None, "the result carries no stdout capture accounting")

@@ -63,7 +63,7 @@ def _(world: World, out: str, err: str, limit: str) -> None:
 def _streamed(world: World) -> StreamOutcome:
     outcome = world.require(world.channels_state.stream_outcome, "streamed command")
     refusal = stream_refusal(outcome)
-    expect(refusal is None, f"the streamed command should run; it was refused: {refusal}")
+    expect(refusal is None, f"the streamed command should run; it was refused: {refusal}", refusal)
     streamed: StreamOutcome = outcome.answer
     expect(streamed.result.termination == "exited" and streamed.result.exit_code == 0,
            f"the command writing the output should exit 0; it ended {streamed.result.describe()}")

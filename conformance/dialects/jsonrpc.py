@@ -124,7 +124,7 @@ class PendingCall:
         except FutureTimeout:
             self.connection.forget(self.id)
             raise CallTimeout(
-                f"{self.method} (request id {self.id}) got no answer within {wait:.1f}s"
+                f"{self.method} (request id {self.id}) got no answer within {wait:.1f}s", method=self.method
             ) from None
 
 
@@ -282,7 +282,8 @@ class JsonRpcConnection:
             if call is None:
                 raise CallTimeout(f"a notification could not be sent: {stalled}") from None
             self.forget(call.id)
-            _fail_once(call, CallTimeout(f"{call.method} (request id {call.id}) could not be sent: {stalled}"))
+            _fail_once(call, CallTimeout(f"{call.method} (request id {call.id}) could not be sent: {stalled}",
+                                         method=call.method))
         except (BrokenPipeError, OSError):
             if call is not None:
                 self.forget(call.id)
@@ -321,7 +322,8 @@ class JsonRpcConnection:
             self._violation(cause)
         self._closed.set()
         for call in pending:
-            _fail_once(call, CallTimeout(f"{cause}, while {call.method} (id {call.id}) was outstanding"))
+            _fail_once(call, CallTimeout(f"{cause}, while {call.method} (id {call.id}) was outstanding",
+                                         method=call.method))
 
     def forget(self, request_id: int) -> None:
         with self._lock:
@@ -525,7 +527,8 @@ class JsonRpcConnection:
         if pending:
             error = self._crash_error("the provider's stdout closed")
             for call in pending:
-                _fail_once(call, ProviderCrashed(f"{error} while {call.method} (id {call.id}) was outstanding"))
+                _fail_once(call, ProviderCrashed(f"{error} while {call.method} (id {call.id}) was outstanding",
+                                                  method=call.method))
 
     def _crash_error(self, what: str) -> ProviderCrashed:
         code = self.transport.wait_exit(0.5)

@@ -123,6 +123,7 @@ class ConformancePlugin:
         run = request.node.stash.get(RUN, None)
         if run is not None and run.failed_step is None:
             run.failed_step = f"{step.keyword} {step.name} (line {step.line_number})"
+            run.failed_step_type = step.type
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_call(self, item: pytest.Item) -> Iterator[None]:

@@ -29,6 +29,7 @@ class ScenarioRun:
     stderr_start: int = 0
     transcript: Transcript = field(default_factory=Transcript)
     failed_step: str | None = None
+    failed_step_type: str | None = None  # given, when or then: a Given that fails is the scenario's setup
     fresh: list[ProviderAdapter] = field(default_factory=list)
     cleanup: CleanupReport = field(default_factory=CleanupReport)
     findings: dict[str, dict[str, str]] = field(default_factory=dict)  # requirement id → what was found

@@ -5,8 +5,15 @@ from __future__ import annotations
 import pytest
 
 from conformance import requirements
-from conformance.errors import CapabilityNotDeclared, ConformanceError, NotExpressible, WireViolation, is_provider_fault
+from conformance.errors import (
+    CapabilityNotDeclared,
+    ConformanceError,
+    NotExpressible,
+    WireViolation,
+    is_provider_fault,
+)
 from conformance.plugin.keys import INFO, RUN, SKIP_CAUSE, RunState
+from conformance.reporting.causes import observed_cause, setup_message
 from conformance.reporting.model import PhaseReport
 from conformance.transcript import REDACTOR
 
@@ -64,7 +71,10 @@ def phase_report(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.
         return phase
     exception = call.excinfo.value if call.excinfo is not None else None
     phase.outcome = "failed" if exception is not None and is_provider_fault(exception) else "error"
-    phase.message = REDACTOR.text(describe(exception))
+    in_steps = run is not None and report.when == "call"  # a teardown's failure is no step's
+    phase.cause = observed_cause(exception, run.failed_step_type if in_steps else None,
+                                 run.failed_step if in_steps else None)
+    phase.message = REDACTOR.text(setup_message(phase.cause, describe(exception)))
     phase.reproduce = REDACTOR.text(state.config.reproduce(info.id))
     phase.requirement_texts = requirement_texts(info.requirements)
     if run is not None:

@@ -2,7 +2,7 @@
 request comment). Built from the results document alone, which is already redacted, so nothing shown
 here can carry a secret the document does not.
 
-Sections: the verdict and its reasons, counts per level, each failure (scenario id, requirement(s), a
+Sections: the verdict and its reasons, the failures by cause, counts per level, each failure (scenario id, requirement(s), a
 one-line cause), the gap section, and the skips grouped by their reason.
 """
 
@@ -22,6 +22,7 @@ STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 # GitHub refuses a job summary over 1 MiB; a run with hundreds of failures must still leave one.
 MAX_FAILURES_SHOWN = 50
 MAX_SKIPPED_IDS_SHOWN = 20
+MAX_CAUSE_IDS_SHOWN = 30
 CAUSE_CHARS = 240
 
 # (column title, outcome key in the per-level counts); "disabled" (not selected) stays out: a one-scenario
@@ -72,11 +73,37 @@ def render_markdown(document: dict[str, Any]) -> str:
         lines.append(f"- warning: {text(warning)}")
     if verdict.get("reasons") or verdict.get("warnings"):
         lines.append("")
+    lines += causes_section(document.get("causes") or [])
     lines += _level_table(document["summary"])
-    lines += _failures(document["scenarios"])
+    lines += _failures(in_failure_order(document))
     lines += _gaps(document.get("gaps") or {})
     lines += _skips(document["scenarios"])
     return "\n".join(lines).rstrip() + "\n"
+
+
+def causes_section(causes: list[dict[str, Any]]) -> list[str]:
+    """"Failures by cause": each cause (the basics first, then by count) with the scenarios it explains, so a
+    reader fixes one call instead of reading a hundred failures."""
+    if not causes:
+        return []
+    total = sum(cause["count"] for cause in causes)
+    lines = [f"### Failures by cause ({total} scenarios, {len(causes)} causes)", "",
+             "| # | scenarios | cause | of them needing it in a Given step |", "| ---: | ---: | --- | ---: |"]
+    for cause in causes:
+        lines.append(f"| {cause['rank']} | {cause['count']} | {text(cause['title'])} | {cause['setup'] or ''} |")
+    lines.append("")
+    for cause in causes:
+        shown = ", ".join(code(sid) for sid in cause["scenarios"][:MAX_CAUSE_IDS_SHOWN])
+        more = f" and {len(cause['scenarios']) - MAX_CAUSE_IDS_SHOWN} more" \
+            if len(cause["scenarios"]) > MAX_CAUSE_IDS_SHOWN else ""
+        lines.append(f"- **{text(cause['title'])}** ({cause['count']}): {shown}{more}")
+    return [*lines, ""]
+
+
+def in_failure_order(document: dict[str, Any]) -> list[dict[str, Any]]:
+    """The scenarios, the failing ones in the document's ``failures`` order (the basics first)."""
+    place = {sid: index for index, sid in enumerate(document.get("failures") or [])}
+    return sorted(document["scenarios"], key=lambda s: place.get(s["id"], len(place)))
 
 
 def _level_table(summary: dict[str, Any]) -> list[str]:

@@ -42,6 +42,8 @@ class Diagnostics:
     reproduce: str | None = None
     requirement_texts: dict[str, str] = field(default_factory=dict)
     findings: dict[str, dict[str, str]] = field(default_factory=dict)
+    # what failed, as facts (``reporting/causes.py``: method, answer, expected, setup, step); None otherwise
+    cause: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -122,6 +124,7 @@ class ScenarioResult(Diagnostics):
             if previous and phase == "teardown":
                 self.message = f"{previous}\n(teardown) {self.message}"
             self.step = report.step or self.step
+            self.cause = report.cause or self.cause
         elif report.message and outcome in ("failed", "error"):
             self.message = f"{self.message}\n({phase}) {report.message}" if self.message else report.message
         for key in ("transcript", "stderr", "reproduce", "requirement_texts"):
@@ -142,6 +145,8 @@ class ScenarioResult(Diagnostics):
                 data.pop(key)
         if not self.outcomes:
             data.pop("outcomes")
+        if self.cause is None:
+            data.pop("cause")
         return data
 
 

@@ -12,7 +12,8 @@ from rich.table import Table
 from rich.text import Text
 
 from conformance.inert import inert_tree
-from conformance.reporting.markdown import skips_by_reason
+from conformance.reporting.causes import cause_lines
+from conformance.reporting.markdown import one_line, skips_by_reason
 from conformance.reporting.model import is_other_dialect_skip
 
 _STYLE = {"passed": "green", "failed": "bold red", "error": "bold magenta", "skipped": "yellow", "disabled": "dim",
@@ -22,6 +23,10 @@ _COLUMNS = (("passed", "passed", "passed"), ("failed", "failed", "failed"), ("er
             ("skipped", "skipped", "skipped"), ("disabled", "disabled", "disabled"), ("xfail", "xfailed", "xfail"),
             ("xpass", "xpassed", "xpass"))
 TRANSCRIPT_LINES = 40
+# How many causes the summary lists before pointing at summary.md, and up to how many failures each gets its
+# whole detail (requirement texts, messages, transcript): past that, one line each, the detail in the reports.
+CAUSES_SHOWN = 12
+FULL_DETAIL_UP_TO = 10
 SKIPPED_IDS_SHOWN = 3
 
 
@@ -66,12 +71,20 @@ def render_summary(document: dict[str, Any], width: int = 110, color: bool = Fal
                   + (f" · {mode} sandbox{'es' if mode == 'many' else ''} per process" if mode else "")
                   + (f" · protocol {negotiation}" if negotiation else ""),
                   markup=False, highlight=False, soft_wrap=True)
-    for scenario in document["scenarios"]:
+    causes = document.get("causes") or []
+    _print_causes(console, causes)
+    failing = _failing_in_order(document)
+    brief = len(failing) > FULL_DETAIL_UP_TO
+    if brief and failing:
+        console.print(f"failures, one line each ({len(failing)}; the full detail is in summary.md, report.html and "
+                      "results.json):", markup=False, highlight=False, soft_wrap=True)
+    for scenario in failing:
         if scenario["outcome"] == "xpass":
             console.print(Text(f"XPASS {scenario['id']}", style=_STYLE["xpass"]),
                           Text(f"  {scenario.get('message') or ''}"), soft_wrap=True)
             continue
-        if scenario["outcome"] not in ("failed", "error"):
+        if brief:
+            _print_failure_line(console, scenario)
             continue
         label = failure_label(scenario["outcome"], scenario.get("level"))
         console.print(Text(f"{label} {scenario['id']}", style=_STYLE[scenario["outcome"]]),
@@ -136,6 +149,34 @@ def render_summary(document: dict[str, Any], width: int = 110, color: bool = Fal
             for reason in verdict["reasons"]:
                 console.print(f"  - {reason}", markup=False, soft_wrap=True)
     return buffer.getvalue()
+
+
+def _failing_in_order(document: dict[str, Any]) -> list[dict[str, Any]]:
+    """The failed, errored and xpass scenarios in the document's ``failures`` order (the basics first)."""
+    by_id = {scenario["id"]: scenario for scenario in document["scenarios"]}
+    order = document.get("failures") or [s["id"] for s in document["scenarios"]]
+    return [by_id[sid] for sid in order if sid in by_id and by_id[sid]["outcome"] in ("failed", "error", "xpass")]
+
+
+def _print_causes(console: Console, causes: list[dict[str, Any]]) -> None:
+    """The causes first: what to fix, before which scenarios show it."""
+    if not causes:
+        return
+    total = sum(cause["count"] for cause in causes)
+    console.print(Text(f"failures by cause ({total} scenarios, {len(causes)} cause{'s' if len(causes) != 1 else ''}"
+                       "; the basics first):", style="bold"), soft_wrap=True)
+    for line in cause_lines(causes, CAUSES_SHOWN):
+        console.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
+    if len(causes) > CAUSES_SHOWN:
+        console.print(f"  … and {len(causes) - CAUSES_SHOWN} more causes in summary.md", markup=False, highlight=False)
+    console.print()
+
+
+def _print_failure_line(console: Console, scenario: dict[str, Any]) -> None:
+    label = failure_label(scenario["outcome"], scenario.get("level"))
+    requirements = ", ".join(scenario.get("requirements") or [])
+    console.print(Text(f"{label} {scenario['id']}", style=_STYLE[scenario["outcome"]]),
+                  Text(f"[{requirements}] {one_line(scenario.get('message'), scenario['outcome'])}"), soft_wrap=True)
 
 
 def _count_rows(summary: dict[str, Any]) -> list[tuple[str, list[int], int]]:

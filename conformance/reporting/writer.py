@@ -14,6 +14,7 @@ from conformance import __version__, schemas
 from conformance.errors import HarnessError
 from conformance.inert import inert_tree
 from conformance.reporting.badge import write_badges
+from conformance.reporting.causes import group_causes
 from conformance.reporting.gaps import gap_section
 from conformance.reporting.html import write_html
 from conformance.reporting.markdown import write_markdown
@@ -76,6 +77,14 @@ DIAGNOSED = ("failed", "error", "xfail")
 _FAILURE_ORDER = {"error": 0, "failed": 1, "xpass": 2}
 
 
+def failures_in_order(scenarios: list[dict[str, Any]], causes: list[dict[str, Any]]) -> list[str]:
+    """The failing scenario ids, the basics first: errors, then failures in the order of their causes
+    (``causes.group_causes``), then stale baselines (xpass)."""
+    place = {sid: cause["rank"] for cause in causes for sid in cause["scenarios"]}
+    failing = [s for s in scenarios if s["outcome"] in _FAILURE_ORDER]
+    return [s["id"] for s in sorted(failing, key=lambda s: (_FAILURE_ORDER[s["outcome"]], place.get(s["id"], 0)))]
+
+
 def merge_processes_left(documents: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The leftover processes of several runs (repetitions, shards) as one run's: every one found; checked
     only if every run checked. None when no run recorded the check (documents of an older suite)."""
@@ -96,8 +105,8 @@ def finish_document(document: dict[str, Any]) -> dict[str, Any]:
     make_inert(document)
     scenarios = document["scenarios"]
     document["summary"]["levels"] = level_counts(scenarios)
-    document["failures"] = [s["id"] for s in sorted(scenarios, key=lambda s: _FAILURE_ORDER.get(s["outcome"], 9))
-                            if s["outcome"] in _FAILURE_ORDER]
+    document["causes"] = group_causes(scenarios)
+    document["failures"] = failures_in_order(scenarios, document["causes"])
     run = document["run"]
     document["verdict"] = decide(document, strict=run.get("strict", False),
                                  interrupted=run.get("interrupted", False)).as_dict()
