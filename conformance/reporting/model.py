@@ -20,7 +20,7 @@ _SEVERITY = {"passed": 0, "disabled": 1, "skipped": 2, "failed": 3, "error": 4}
 # Why a scenario was skipped, kept typed so the gap section never re-reads the message.
 SKIP_CAUSES = ("not declared", "not expressible", "other dialect", "no rule")
 # How the skip message of a scenario written for another dialect begins. The document keeps no skip cause,
-# so its readers (summary counts of a merged run, the terminal, summary.md) recognise those by this.
+# so its readers (the counts of conformance/reporting/counts.py, the skip lists) recognise those by this.
 OTHER_DIALECT_SKIP = "applies to dialect "
 
 
@@ -143,29 +143,3 @@ class ScenarioResult(Diagnostics):
         if not self.outcomes:
             data.pop("outcomes")
         return data
-
-
-def summarize(results: list[ScenarioResult]) -> dict[str, int]:
-    other_dialect = sum(1 for result in results if result.outcome == "skipped" and result.skip_cause == "other dialect")
-    return summarize_outcomes([result.outcome for result in results], other_dialect)
-
-
-def summarize_outcomes(outcomes: list[str], other_dialect: int = 0) -> dict[str, int]:
-    """The summary counts of results.json, from one outcome per scenario. ``skipped`` counts every skip
-    (JUnit's count, which consumers compare it with); ``other_dialect`` says how many of those were
-    scenarios of another dialect, never this provider's to run."""
-    counts = {outcome: 0 for outcome in OUTCOMES}
-    for outcome in outcomes:
-        counts[outcome] += 1
-    return {
-        "total": len(outcomes),
-        "selected": len(outcomes) - counts["disabled"],
-        "passed": counts["passed"],
-        "failed": counts["failed"],
-        "errors": counts["error"],
-        "skipped": counts["skipped"],
-        "other_dialect": other_dialect,
-        "disabled": counts["disabled"],
-        "xfailed": counts["xfail"],
-        "xpassed": counts["xpass"],
-    }

@@ -9,7 +9,6 @@ selected scenario skipped): a conformance run must never go green by not looking
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,14 +25,6 @@ class Verdict:
 
     def as_dict(self) -> dict[str, Any]:
         return {"passed": self.passed, "reasons": self.reasons, "warnings": self.warnings}
-
-
-def level_counts(scenarios: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
-    """Outcomes counted per requirement level."""
-    counts: dict[str, Counter[str]] = {level: Counter() for level in LEVELS}
-    for scenario in scenarios:
-        counts.setdefault(scenario["level"] or "must", Counter())[scenario["outcome"]] += 1
-    return {level: dict(sorted(counter.items())) for level, counter in counts.items()}
 
 
 def _ids(scenarios: list[dict[str, Any]]) -> str:
