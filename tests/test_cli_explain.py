@@ -177,12 +177,44 @@ def test_list_filters_by_level_feature_tags_and_requirement(capsys) -> None:
     assert all(e["level"] == "should" and "SDP1-059" in e["requirements"] for e in both)
 
 
-def test_list_shows_titles_beside_ids(capsys) -> None:
-    code, out, _ = _main(capsys, "list", "--feature", "delete.feature")
+def test_list_into_a_pipe_is_one_whole_line_per_scenario(capsys, monkeypatch) -> None:
+    for forcing in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE"):
+        monkeypatch.delenv(forcing, raising=False)
+    code, out, _ = _main(capsys, "list")  # capsys's stdout is no terminal, as a pipe or a file
     assert code == 0
+    entries = all_scenarios()
+    assert out.splitlines() == ["\t".join((e.id, e.tags.level or "", " ".join(e.tags.requirements), e.name))
+                                for e in entries]  # no box, no title wrapped, nothing but the rows
+    assert not any(mark in out for mark in "│┃━")
+
+
+def test_list_on_a_terminal_is_a_table_with_titles_beside_ids(capsys, monkeypatch) -> None:
+    monkeypatch.setenv("FORCE_COLOR", "1")  # rich then takes stdout for a terminal
+    monkeypatch.setenv("COLUMNS", "250")
+    code, out, _ = _main(capsys, "list", "--feature", "delete.feature")
+    assert code == 0 and "│" in out
     for entry in (e for e in all_scenarios() if e.feature == "delete.feature"):
         row = next(line for line in out.splitlines() if f" {entry.id} " in line)
         assert entry.name.split()[0] in row
+
+
+def test_list_by_dialect_shows_the_scenarios_a_provider_of_it_runs(capsys) -> None:
+    listed = {dialect: {e["id"] for e in _listed(capsys, "--dialect", dialect)}
+              for dialect in ("sandbox-driver-v1", "sandbox-driver-v2", "fabro-sketch", "rest")}
+    everything = {e.id for e in all_scenarios()}
+    for dialect, ids in listed.items():
+        assert ids and ids < everything, dialect
+        # a scenario written for other dialects only is never listed for this one
+        assert not any(set(e.tags.dialects) - {dialect} == set(e.tags.dialects) != set()
+                       for e in all_scenarios() if e.id in ids), dialect
+    assert "exec-env" in listed["sandbox-driver-v1"] and "sketch-foreign-id" not in listed["sandbox-driver-v1"]
+    assert "sketch-foreign-id" in listed["fabro-sketch"] and "exec-env" in listed["rest"]  # it cites REST-002
+    assert any(i.startswith("invalid-params[") for i in listed["sandbox-driver-v1"])
+    assert not any(i.startswith("invalid-params[") for i in listed["rest"] | listed["fabro-sketch"])  # v1 only
+    # a row cites its own block's rules: the v1 lifecycle row has a v1 rule, so it is listed for v1
+    assert "optional-operation[archive]" in listed["sandbox-driver-v1"]
+    both = {e["id"] for e in _listed(capsys, "--dialect", "sandbox-driver-v1", "--dialect", "rest")}
+    assert both == listed["sandbox-driver-v1"] | listed["rest"]
 
 
 @pytest.mark.parametrize(("filters", "fragments"), [
@@ -190,6 +222,7 @@ def test_list_shows_titles_beside_ids(capsys) -> None:
     (("--feature", "deelte.feature"), ("--feature 'deelte.feature' is not a feature file", "delete.feature")),
     (("--tags", "must and ("), ("--tags",)),
     (("--requirements", "--level", "must"), ("list --requirements takes no scenario filter (--level)",)),
+    (("--dialect", "v1"), ("--dialect", "invalid choice", "sandbox-driver-v1")),
 ])
 def test_bad_list_filters_are_exit_2_in_one_line(capsys, filters, fragments) -> None:
     code, _, err = _main(capsys, "list", *filters)
