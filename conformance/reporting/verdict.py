@@ -86,7 +86,7 @@ def decide(document: dict[str, Any], strict: bool = False, interrupted: bool = F
     if not selected:
         verdict.reasons.append("no scenario was selected: nothing was verified")
     elif all(s["outcome"] == "skipped" for s in selected):
-        verdict.reasons.append("every selected scenario was skipped: nothing was verified")
+        verdict.reasons.append("every selected scenario was skipped or not for this dialect: nothing was verified")
     accounts = document.get("sandboxes") or {}
     leaked = accounts.get("leaked") or []
     if leaked:
