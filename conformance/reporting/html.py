@@ -197,6 +197,8 @@ def _run_facts(document: dict[str, Any]) -> str:
     ]
     if provider.get("negotiation"):
         facts.append(("protocol version", _e(provider["negotiation"])))
+    if provider.get("negotiation_detail"):
+        facts.append(("how it was settled", _e(provider["negotiation_detail"])))
     for problem in provider.get("handshake_problems") or []:
         facts.append(("handshake problem", _e(problem)))
     if run.get("shard"):
@@ -207,7 +209,7 @@ def _run_facts(document: dict[str, Any]) -> str:
     if options:
         facts.append(("run was", _e(", ".join(options))))
     facts.append(("sandboxes", f"created {_e(sandboxes.get('created', 0))}, deleted {_e(sandboxes.get('deleted', 0))}"))
-    for key, label in (("leaked", "leaked"), ("swept", "swept at the end"), ("died_holding", "provider died holding"),
+    for key, label in (("leaked", "leaked"), ("swept", "swept at the end"), ("died_holding", "held by a provider process that ended"),
                        ("unknown_at_delete", "unknown to the provider at their delete")):
         if sandboxes.get(key):
             facts.append((f"sandboxes {label}", _e(", ".join(map(str, sandboxes[key])))))

@@ -24,6 +24,11 @@ SKIP_CAUSES = ("not declared", "not expressible", "other dialect", "no rule")
 OTHER_DIALECT_SKIP = "applies to dialect "
 
 
+# Sandboxes whose provider process ended before it deleted them (results.json → sandboxes.died_holding). Whether it
+# crashed or the suite ended it (a wedged call, a scenario that closed its input), their fate is the same.
+HELD_BY_ENDED = "held by a provider process that ended before deleting them (it died, or the suite ended it)"
+
+
 def is_other_dialect_skip(scenario: dict[str, Any]) -> bool:
     """A scenario of another dialect: not this provider's skip, so the summaries count it apart."""
     return scenario["outcome"] == "skipped" and (scenario.get("message") or "").startswith(OTHER_DIALECT_SKIP)

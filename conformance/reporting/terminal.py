@@ -14,6 +14,7 @@ from rich.text import Text
 from conformance.inert import inert_tree
 from conformance.reporting import counts
 from conformance.reporting.markdown import skips_by_reason
+from conformance.reporting.model import HELD_BY_ENDED
 
 _STYLE = {"passed": "green", "failed": "bold red", "error": "bold magenta", "skipped": "yellow", "disabled": "dim",
           "xfail": "cyan", "xpass": "bold red"}
@@ -108,8 +109,8 @@ def render_summary(document: dict[str, Any], width: int = 110, color: bool = Fal
     unknown = sandboxes.get("unknown_at_delete") or []
     console.print(f"sandboxes: {sandboxes['created']} created, {sandboxes['deleted']} deleted, "
                   f"{len(sandboxes['leaked'])} leaked"
-                  + (f", {len(died_holding)} held by a provider that died (only a restarted provider answered "
-                     f"their delete: not confirmed gone): {', '.join(died_holding[:5])}" if died_holding else "")
+                  + (f", {len(died_holding)} {HELD_BY_ENDED}, deleted only through a restarted provider (not "
+                     f"confirmed gone): {', '.join(died_holding[:5])}" if died_holding else "")
                   + (f", {len(unknown)} unknown to the provider at their delete (answered not_found): "
                      f"{', '.join(unknown[:5])}" if unknown else "")
                   + (f", {len(sandboxes['unknown_fate'])} of unknown fate (cleanup abandoned)"

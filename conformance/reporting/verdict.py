@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from conformance.leftovers import MARK_VARIABLE as LEFTOVER_MARK
+from conformance.reporting.model import HELD_BY_ENDED
 
 LEVELS = ("must", "should", "may", "gap")
 
@@ -34,8 +35,7 @@ def _ids(scenarios: list[dict[str, Any]]) -> str:
 
 # The sandbox accounts that warn (never fail a run), each as the warning tells them; their first five ids follow.
 _SANDBOX_WARNINGS = (
-    ("died_holding", "were held by a provider process that died; only a restarted provider answered their "
-                     "delete, so they may remain"),
+    ("died_holding", f"were {HELD_BY_ENDED}; only a restarted provider answered their delete, so they may remain"),
     ("unknown_at_delete", "were unknown to the provider when the suite deleted them (answered not_found): nothing "
                           "was left to delete; refusing a delete of an unknown id is the delete-idempotency finding "
                           "(delete-unknown)"),
