@@ -54,3 +54,24 @@ def test_sandboxes_of_an_ended_provider_are_told_without_blaming_a_death_the_sui
     for text in (warning, shown):
         assert HELD_BY_ENDED in text and "died;" not in text and "that died" not in text
     assert "the suite ended it" in HELD_BY_ENDED
+
+
+def test_a_merged_runs_seed_is_every_shards_when_they_drew_different_ones(tmp_path) -> None:
+    from conformance.reporting import markdown, shards, terminal
+
+    def shards_with(*seeds: int) -> dict:
+        documents = [(f"shard {index}", inprocess.run_suite(
+            inprocess.plugin(), tmp_path / f"{'-'.join(map(str, seeds))}-{index}", seed=seed,
+            scenarios=("delete-twice", "exec-env"), shard=(index, len(seeds))).results)
+            for index, seed in enumerate(seeds, start=1)]
+        return shards.merge(documents)
+
+    merged = shards_with(11, 12)
+    assert merged["run"]["shard_seeds"] == [{"index": 1, "seed": 11}, {"index": 2, "seed": 12}]
+    shards.write_run(tmp_path / "merged", merged)  # results.json's schema admits it
+    for shown in (terminal.render_summary(merged, width=200), markdown.render_markdown(merged)):
+        assert "seeds per shard 1/2: 11, 2/2: 12" in shown and "seed 11 " not in shown
+    assert "replay with --seed" not in terminal.render_summary(merged, width=200)
+    shared = shards_with(7, 7)  # the control: one seed for every shard is the run's
+    assert "shard_seeds" not in shared["run"] and shared["run"]["seed"] == 7
+    assert "seed 7 (replay with --seed 7)" in terminal.render_summary(shared, width=200)

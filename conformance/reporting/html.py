@@ -24,6 +24,7 @@ from typing import Any
 
 from conformance import requirements as registry
 from conformance.reporting import counts
+from conformance.reporting.model import seed_words
 from conformance.reporting.catalogue import CatalogueEntry, all_scenarios, gherkin_steps
 
 REPORT_NAME = "report.html"
@@ -159,7 +160,7 @@ def _header(document: dict[str, Any], passed: bool) -> str:
     run = document.get("run") or {}
     identity = (f"Provider {_e(provider.get('kind', '?'))} {_e(provider.get('version', ''))} · "
                 f"{_e(provider.get('dialect', '?'))} over {_e(provider.get('transport', '?'))} · "
-                f"run <code>{_e(run.get('id', ''))}</code> · seed {_e(run.get('seed'))} · "
+                f"run <code>{_e(run.get('id', ''))}</code> · {_e(seed_words(run))} · "
                 f"suite {_e((document.get('suite') or {}).get('version', ''))}")
     lines = ["<header>",
              (f'<h1>sandbox-conformance: <span id="verdict" class="verdict {"pass" if passed else "fail"}">'

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.reporting import counts
+from conformance.reporting.model import seed_words
 
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 
@@ -59,7 +60,7 @@ def render_markdown(document: dict[str, Any]) -> str:
     lines += [f"## sandbox-conformance: {'✅ PASS' if passed else '❌ FAIL'}", ""]
     identity = (f"Provider {text(provider.get('kind', '?'))} {text(provider.get('version', ''))} · "
                 f"{text(provider.get('dialect', '?'))} over {text(provider.get('transport', '?'))} · "
-                f"run {code(str(run.get('id', '')))} · seed {run.get('seed')} · "
+                f"run {code(str(run.get('id', '')))} · {seed_words(run)} · "
                 f"suite {text(document['suite']['version'])}")
     lines += [identity, ""]
     for reason in verdict.get("reasons") or []:

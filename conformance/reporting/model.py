@@ -29,6 +29,16 @@ OTHER_DIALECT_SKIP = "applies to dialect "
 HELD_BY_ENDED = "held by a provider process that ended before deleting them (it died, or the suite ended it)"
 
 
+def seed_words(run: dict[str, Any]) -> str:
+    """The run's seed as the reports show it: one seed, or — shards merged that each drew their own — each
+    shard's (``run.shard_seeds``), since no one seed replays the whole run."""
+    shard_seeds = run.get("shard_seeds")
+    if shard_seeds:
+        count = run.get("shards") or len(shard_seeds)
+        return "seeds per shard " + ", ".join(f"{s['index']}/{count}: {s['seed']}" for s in shard_seeds)
+    return f"seed {run.get('seed')}"
+
+
 def is_other_dialect_skip(scenario: dict[str, Any]) -> bool:
     """A scenario of another dialect: not this provider's skip, so the summaries count it apart."""
     return scenario["outcome"] == "skipped" and (scenario.get("message") or "").startswith(OTHER_DIALECT_SKIP)

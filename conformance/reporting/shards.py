@@ -58,6 +58,9 @@ def merge(documents: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
     run["interrupted"] = any(d["run"]["interrupted"] for _, d in documents)
     run["strict"] = any(d["run"].get("strict", False) for _, d in documents)
     run["shards"] = len(documents)
+    seeds = sorted((d["run"]["shard"]["index"], d["run"]["seed"]) for _, d in documents if d["run"].get("shard"))
+    if len({seed for _, seed in seeds}) > 1:  # each shard drew its own: the first's is not the run's
+        run["shard_seeds"] = [{"index": index, "seed": seed} for index, seed in seeds]
     merged = {**first, "run": run, "scenarios": scenarios}
     merged["sandboxes"] = {
         "created": sum(d["sandboxes"]["created"] for _, d in documents),

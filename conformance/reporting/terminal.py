@@ -14,7 +14,7 @@ from rich.text import Text
 from conformance.inert import inert_tree
 from conformance.reporting import counts
 from conformance.reporting.markdown import skips_by_reason
-from conformance.reporting.model import HELD_BY_ENDED
+from conformance.reporting.model import HELD_BY_ENDED, seed_words
 
 _STYLE = {"passed": "green", "failed": "bold red", "error": "bold magenta", "skipped": "yellow", "disabled": "dim",
           "xfail": "cyan", "xpass": "bold red"}
@@ -121,7 +121,9 @@ def render_summary(document: dict[str, Any], width: int = 110, color: bool = Fal
     for flaky in document.get("flaky") or []:
         console.print(f"flaky: {flaky['id']} ({' → '.join(flaky['outcomes'])})", markup=False)
     run = document["run"]
-    console.print(f"seed {run['seed']} (replay with --seed {run['seed']})", markup=False)
+    replay = ("replay a shard with its --shard and --seed" if run.get("shard_seeds")
+              else f"replay with --seed {run['seed']}")
+    console.print(f"{seed_words(run)} ({replay})", markup=False)
     verdict = document.get("verdict")
     if verdict is not None:
         for warning in verdict["warnings"]:
