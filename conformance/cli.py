@@ -162,6 +162,9 @@ def build_parser() -> argparse.ArgumentParser:
     explain = commands.add_parser("explain", help="what a requirement or a scenario asks, and what checks it")
     explain.add_argument("id", metavar="ID", help="a requirement id (SDP1-023, REST-004, ...) or a scenario id")
     explain.add_argument("--json", action="store_true", help="machine-readable output")
+    explain.add_argument("--mutants", action="store_true",
+                         help="also name the mutants (the suite's own test doubles) each scenario is proven to fail; "
+                              "needs the suite's source checkout")
 
     reports = commands.add_parser("report", help="work with finished runs' reports")
     report_commands = reports.add_subparsers(dest="report_command", required=True, parser_class=_Parser)
@@ -531,7 +534,7 @@ def command_serve(args: argparse.Namespace) -> int:
 def command_explain(args: argparse.Namespace) -> int:
     from conformance import explain
 
-    explain.print_explanation(args.id, as_json=args.json)
+    explain.print_explanation(args.id, as_json=args.json, with_mutants=args.mutants)
     return EXIT_OK
 
 

@@ -52,7 +52,7 @@ def test_explaining_a_requirement_shows_its_text_scenarios_steps_and_mutants(cap
     rid = "SDP1-059"
     requirement = registry.load()[rid]
     covering = registry.coverage(registry.load(), all_scenarios())[rid]
-    code, out, _ = _main(capsys, "explain", rid)
+    code, out, _ = _main(capsys, "explain", rid, "--mutants")
     assert code == 0
     flat = " ".join(out.split())  # the text is wrapped to the terminal
     assert " ".join(requirement.text.split()) in flat
@@ -86,7 +86,7 @@ def test_explaining_an_outline_row_fills_in_its_values_and_names_its_outline(cap
 
 
 def test_explaining_an_outline_lists_its_rows_and_the_mutants_of_each(capsys) -> None:
-    code, out, _ = _main(capsys, "explain", "exec-exit-code", "--json")
+    code, out, _ = _main(capsys, "explain", "exec-exit-code", "--json", "--mutants")
     assert code == 0
     explained = json.loads(out)
     rows = [e.id for e in all_scenarios() if e.base_id == "exec-exit-code"]
@@ -108,16 +108,31 @@ def test_a_requirement_can_be_asked_for_in_lower_case_and_as_json(capsys) -> Non
     assert {sid for s in explained["scenarios"] for sid in (s["rows"] or [s["id"]])} == set(covering)
 
 
-def test_without_the_mutant_catalogue_explain_says_so(capsys, monkeypatch, tmp_path) -> None:
+def test_explain_names_no_mutant_unless_asked(capsys) -> None:
+    """Mutant names mean nothing to a provider author: a plain `explain` shows none, text or JSON."""
+    named = {m["name"] for m in mutant_catalogue() if "delete-unknown" in m.get("fails", [])}
+    assert named, "the control: the catalogue names mutants failing delete-unknown"
+    for extra in ((), ("--json",)):
+        code, out, _ = _main(capsys, "explain", "delete-unknown", *extra)
+        assert code == 0 and "mutant" not in out.lower() and not any(name in out for name in named), out
+    code, out, _ = _main(capsys, "explain", "SDP1-059")
+    assert code == 0 and "mutant" not in out.lower()
+    code, out, _ = _main(capsys, "explain", "delete-unknown", "--mutants")
+    assert code == 0 and all(f"{name} (" in out for name in named)
+
+
+def test_without_the_mutant_catalogue_explain_never_mentions_it_unless_asked(capsys, monkeypatch, tmp_path) -> None:
     # an installed wheel carries no tests/ folder, so no catalogue
     monkeypatch.setattr(explain, "mutant_catalogue_dir", lambda: tmp_path / "absent")
     explain.mutant_catalogue.cache_clear()
     try:
         code, out, _ = _main(capsys, "explain", "delete-unknown")
+        assert code == 0 and "mutant" not in out.lower() and "not installed" not in out
+        code, _, err = _main(capsys, "explain", "delete-unknown", "--mutants")
     finally:
         explain.mutant_catalogue.cache_clear()
-    assert code == 0
-    assert f"mutants: {explain.NOT_INSTALLED}" in out and "mutants that fail it" not in out
+    assert code == 2
+    _one_line_error(err, "--mutants needs the suite's source checkout")
 
 
 def test_an_unknown_id_is_exit_2_with_the_closest_ids(capsys) -> None:
