@@ -75,3 +75,26 @@ def test_a_merged_runs_seed_is_every_shards_when_they_drew_different_ones(tmp_pa
     shared = shards_with(7, 7)  # the control: one seed for every shard is the run's
     assert "shard_seeds" not in shared["run"] and shared["run"]["seed"] == 7
     assert "seed 7 (replay with --seed 7)" in terminal.render_summary(shared, width=200)
+
+
+def test_gitignore_keeps_only_files_that_exist() -> None:
+    from tests.helpers import REPO
+
+    kept = [line[2:] for line in (REPO / ".gitignore").read_text().splitlines() if line.startswith("!/")]
+    assert kept and all((REPO / path).exists() for path in kept), kept
+
+
+def test_the_config_file_init_writes_says_where_it_is_found_as_discovery_and_the_readme_do(tmp_path, capsys) -> None:
+    from conformance import config_file
+    from tests.helpers import REPO, cli_main, plugin_command
+
+    assert cli_main(capsys, "init", "--plugin", plugin_command(), "--dir", str(tmp_path))[0] == 0
+    written = tmp_path / config_file.FILE_NAME
+    header = " ".join(line.lstrip("# ") for line in written.read_text().splitlines() if line.startswith("#"))
+    assert "started in this directory or one below it" in header
+    assert "the working directory, then each one above it" in header
+    below = tmp_path / "a" / "b"
+    below.mkdir(parents=True)
+    assert config_file.discover(below) == written == config_file.discover(tmp_path)  # what the header says
+    readme = " ".join((REPO / "README.md").read_text().split())
+    assert "in the working directory or the nearest directory above it" in readme
