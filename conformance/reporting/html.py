@@ -24,8 +24,8 @@ from typing import Any
 
 from conformance import requirements as registry
 from conformance.reporting import counts
-from conformance.reporting.model import seed_words
 from conformance.reporting.catalogue import CatalogueEntry, all_scenarios, gherkin_steps
+from conformance.reporting.model import seed_words
 
 REPORT_NAME = "report.html"
 
