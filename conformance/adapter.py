@@ -70,8 +70,10 @@ class ProviderIdentity:
     transport: str  # "stdio" or "http"
     command: str  # how the suite reaches it: a command line or a URL (secrets redacted on output)
     # How the dialect was settled, in words for the report: what the suite asked and what the provider
-    # answered ("v2 (asked v2)", "v1 (the plugin refused v2: …)"); empty where nothing was negotiated.
+    # answered ("v2 (asked v2)", "v1 (negotiated: the plugin offers v1, not v2)"); empty where nothing was
+    # negotiated. Information, never an error: the refusal's own words are the detail, kept apart.
     negotiation: str = ""
+    negotiation_detail: str = ""  # the refusal that settled it, in the plugin's words ("" when none)
 
 
 @dataclass

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from conformance.config import RunConfig
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+# What `list --dialect` takes: the plugin dialects `run --dialect` names, and REST's.
+LISTED_DIALECTS = (*(name for name in DIALECTS if name != "auto"), "rest")
 MAX_WORKERS = 256  # -n: more worker processes than this is a typo, not a machine
 MAX_REPEAT = 1000  # --repeat: each repetition is a whole run
 
@@ -166,10 +168,16 @@ def build_parser() -> argparse.ArgumentParser:
     only.add_argument("--tags", metavar="EXPR", help="only scenarios matching this tag expression, as `run --tags`")
     only.add_argument("--requirement", action="append", default=[], metavar="ID",
                       help="only scenarios verifying this requirement, e.g. SDP1-059 (repeatable)")
+    only.add_argument("--dialect", action="append", default=[], choices=LISTED_DIALECTS,
+                      help="only scenarios that apply to a provider of this dialect: written for it (or for any) "
+                           "and citing one of its rules (repeatable)")
 
     explain = commands.add_parser("explain", help="what a requirement or a scenario asks, and what checks it")
     explain.add_argument("id", metavar="ID", help="a requirement id (SDP1-023, REST-004, ...) or a scenario id")
     explain.add_argument("--json", action="store_true", help="machine-readable output")
+    explain.add_argument("--mutants", action="store_true",
+                         help="also name the mutants (the suite's own test doubles) each scenario is proven to fail; "
+                              "needs the suite's source checkout")
 
     reports = commands.add_parser("report", help="work with finished runs' reports")
     report_commands = reports.add_subparsers(dest="report_command", required=True, parser_class=_Parser)
@@ -314,7 +322,8 @@ def report(outcome) -> int:
 def command_list(args: argparse.Namespace) -> int:
     if args.requirements:
         given = [flag for flag, value in (("--level", args.level), ("--feature", args.feature),
-                                          ("--tags", args.tags), ("--requirement", args.requirement)) if value]
+                                          ("--tags", args.tags), ("--requirement", args.requirement),
+                                          ("--dialect", args.dialect)) if value]
         if given:
             raise UsageError(f"list --requirements takes no scenario filter ({', '.join(given)})")
         return _list_requirements(args)
@@ -323,6 +332,12 @@ def command_list(args: argparse.Namespace) -> int:
         print(json.dumps([{"id": e.id, "name": e.name, "feature": e.feature, "level": e.tags.level,
                            "requirements": list(e.tags.requirements), "capabilities": list(e.tags.capabilities),
                            "dialects": list(e.tags.dialects)} for e in entries], indent=2))
+        return EXIT_OK
+    console = _console()
+    if not console.is_terminal:  # a pipe or a file: one whole line per scenario, for grep, cut and awk
+        for entry in entries:
+            print(inert("\t".join((entry.id, entry.tags.level or "", " ".join(entry.tags.requirements),
+                                    entry.name))))
         return EXIT_OK
     from rich.markup import escape
     from rich.table import Table
@@ -338,7 +353,7 @@ def command_list(args: argparse.Namespace) -> int:
         # ids of outline rows and titles may carry brackets, which rich would read as markup
         table.add_row(escape(entry.id), escape(entry.name), entry.tags.level or "",
                       " ".join(entry.tags.requirements), " ".join(gates), entry.feature)
-    _console().print(table)
+    console.print(table)
     return EXIT_OK
 
 
@@ -364,7 +379,17 @@ def _filtered_scenarios(args: argparse.Namespace) -> list:
     return [entry for entry in entries
             if selection.wants(entry.id, entry.feature, entry.tags.tag_set())
             and (not args.level or entry.tags.level in args.level)
-            and (verifying is None or entry.id in verifying)]
+            and (verifying is None or entry.id in verifying)
+            and (not args.dialect or any(_applies(entry, dialect) for dialect in args.dialect))]
+
+
+def _applies(entry, dialect: str) -> bool:
+    """Whether a run against a provider of ``dialect`` would run the scenario (capabilities permitting), as the
+    plugin gates it (conformance/plugin/fixtures.py): written for that dialect or for any, citing one of its rules."""
+    from conformance import requirements as registry
+
+    tags = entry.tags
+    return (not tags.dialects or dialect in tags.dialects) and bool(registry.cited_under(tags.requirements, dialect))
 
 
 def _console():
@@ -534,7 +559,7 @@ def command_serve(args: argparse.Namespace) -> int:
 def command_explain(args: argparse.Namespace) -> int:
     from conformance import explain
 
-    explain.print_explanation(args.id, as_json=args.json)
+    explain.print_explanation(args.id, as_json=args.json, with_mutants=args.mutants)
     return EXIT_OK
 
 

@@ -118,7 +118,7 @@ def _handshake(provider: ProviderConfig) -> Check:
     except ConformanceError as exc:
         return Check(FAIL, f"handshake failed: {exc}")
     try:
-        how = adapter.identity.negotiation
+        how = "; ".join(part for part in (adapter.identity.negotiation, adapter.identity.negotiation_detail) if part)
         return Check(PASS, f"handshake completed: {adapter.dialect}" + (f" — {how}" if how else ""))
     finally:
         adapter.close()

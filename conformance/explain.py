@@ -1,9 +1,10 @@
 """``sandbox-conformance explain ID``: what a requirement or a scenario asks, and what checks it.
 
 Everything comes from what the suite ships: the requirement registries (``conformance/requirements``),
-the feature files (titles, tags and Gherkin steps, read with pytest-bdd's parser), and — in a source
-checkout only, as the wheel carries no test doubles — the mutant catalogue (``tests/mutants/catalogue``),
-which names the broken providers each scenario is proven to catch.
+the feature files (titles, tags and Gherkin steps, read with pytest-bdd's parser), and — asked with
+``--mutants``, in a source checkout only, as the wheel carries no test doubles — the mutant catalogue
+(``tests/mutants/catalogue``), which names the broken providers each scenario is proven to catch. Those names
+mean something to the suite's own developers, nothing to a provider author, so they are shown only when asked.
 
 One explanation is built as a plain dict (what ``--json`` prints) and the text is rendered from it, so
 the two never disagree.
@@ -27,7 +28,8 @@ from conformance.errors import UsageError
 from conformance.inert import inert
 from conformance.reporting.catalogue import CatalogueEntry, all_scenarios, gherkin_steps
 
-NOT_INSTALLED = "(mutant catalogue not installed)"
+NOT_INSTALLED = ("--mutants needs the suite's source checkout: the mutant catalogue (tests/mutants/catalogue) is "
+                 "not installed with the package")
 
 
 # -- the mutant catalogue ------------------------------------------------------------------------
@@ -73,7 +75,7 @@ def _scenario_rows(scenario_id: str) -> list[CatalogueEntry]:
     return exact or [entry for entry in entries if entry.base_id == scenario_id]
 
 
-def explain_scenario(scenario_id: str, with_requirements: bool = True) -> dict[str, Any]:
+def explain_scenario(scenario_id: str, with_requirements: bool = True, with_mutants: bool = False) -> dict[str, Any]:
     rows = _scenario_rows(scenario_id)
     first = rows[0]
     tags = first.tags
@@ -86,8 +88,9 @@ def explain_scenario(scenario_id: str, with_requirements: bool = True) -> dict[s
         "outline": first.base_id if scenario_id != first.base_id else None,
         "requirements": list(tags.requirements),
         "steps": gherkin_steps(first, scenario_id if scenario_id != first.base_id else None),
-        "mutants": _mutants_failing([row.id for row in rows]),
     }
+    if with_mutants:
+        explained["mutants"] = _mutants_failing([row.id for row in rows])
     if with_requirements:
         known = registry.load()
         explained["requirements"] = [
@@ -100,7 +103,7 @@ def explain_scenario(scenario_id: str, with_requirements: bool = True) -> dict[s
 # -- requirements --------------------------------------------------------------------------------
 
 
-def explain_requirement(rid: str) -> dict[str, Any]:
+def explain_requirement(rid: str, with_mutants: bool = False) -> dict[str, Any]:
     requirements = registry.load()
     requirement = requirements[rid]
     covering = registry.coverage(requirements, all_scenarios())[rid]
@@ -116,18 +119,17 @@ def explain_requirement(rid: str) -> dict[str, Any]:
         "section": requirement.section, "testability": requirement.testability, "text": requirement.text,
         "excluded": requirement.excluded, "note": requirement.note, "carries": list(requirement.carries),
         "carried_by": carried_by, "source": str(source.relative_to(registry.HERE.parent.parent)),
-        "scenarios": [_covering_scenario(base, covering) for base in bases],
-        "mutant_catalogue": mutant_catalogue() is not None,
+        "scenarios": [_covering_scenario(base, covering, with_mutants) for base in bases],
     }
 
 
-def _covering_scenario(base: str, covering: list[str]) -> dict[str, Any]:
+def _covering_scenario(base: str, covering: list[str], with_mutants: bool) -> dict[str, Any]:
     """A scenario citing the requirement; of an outline, only the rows that verify it (all rows do unless
     a row's @dialect: keeps it off the requirement's dialect)."""
-    explained = explain_scenario(base, with_requirements=False)
+    explained = explain_scenario(base, with_requirements=False, with_mutants=with_mutants)
     if explained["rows"]:
         explained["rows"] = [sid for sid in explained["rows"] if sid in covering]
-        if explained["mutants"] is not None:
+        if explained.get("mutants") is not None:
             explained["mutants"] = [m for m in explained["mutants"]
                                     if set(m["fails"]) & set(explained["rows"])]
     return explained
@@ -136,19 +138,22 @@ def _covering_scenario(base: str, covering: list[str]) -> dict[str, Any]:
 # -- the command ---------------------------------------------------------------------------------
 
 
-def explanation(identifier: str) -> dict[str, Any]:
-    """The explanation of a requirement or scenario id; ``UsageError`` with the closest ids otherwise."""
+def explanation(identifier: str, with_mutants: bool = False) -> dict[str, Any]:
+    """The explanation of a requirement or scenario id; ``UsageError`` with the closest ids otherwise, or for
+    ``with_mutants`` where the mutant catalogue is not installed."""
+    if with_mutants and mutant_catalogue() is None:
+        raise UsageError(NOT_INSTALLED)
     requirements = registry.load()
     if identifier in requirements or identifier.upper() in requirements:
-        return explain_requirement(identifier if identifier in requirements else identifier.upper())
+        return explain_requirement(identifier if identifier in requirements else identifier.upper(), with_mutants)
     if _scenario_rows(identifier):
-        return explain_scenario(identifier)
+        return explain_scenario(identifier, with_mutants=with_mutants)
     known = set(requirements) | {e.id for e in all_scenarios()} | {e.base_id for e in all_scenarios()}
     raise UsageError(f"{identifier!r} is neither a requirement nor a scenario id{closest_hint(identifier, known)}")
 
 
-def print_explanation(identifier: str, as_json: bool = False) -> None:
-    explained = explanation(identifier)
+def print_explanation(identifier: str, as_json: bool = False, with_mutants: bool = False) -> None:
+    explained = explanation(identifier, with_mutants)
     if as_json:
         print(json.dumps(explained, indent=2))
         return
@@ -201,9 +206,9 @@ def _render_scenario(s: dict[str, Any], width: int, indent: str = "") -> list[st
             lines += _wrap(head + r.get("text", "not in any requirement registry"), width, f"{indent}    ", "  ")
     lines.append(f"{indent}  steps:")
     lines += [f"{indent}    {step}" for step in s["steps"]]
-    if s["mutants"] is None:
-        lines.append(f"{indent}  mutants: {NOT_INSTALLED}")
-    elif not s["mutants"]:
+    if "mutants" not in s:  # not asked for (--mutants)
+        return lines
+    if not s["mutants"]:
         lines.append(f"{indent}  mutants: no catalogued mutant fails it")
     else:
         lines.append(f"{indent}  mutants that fail it:")

@@ -375,7 +375,7 @@ class _Opening:
         return ProviderStartError(f"provider {self.config.display!r} did not complete the handshake: {exc}{hint}")
 
     def known(self, dialect: registry.Dialect, handshake: bool, negotiation: str,
-              fallback_allowed: bool = True, context: str = "") -> ProviderAdapter:
+              fallback_allowed: bool = True, context: str = "", detail: str = "") -> ProviderAdapter:
         """Speak ``dialect``; a plugin refusing its version naming the other one is restarted in that.
         ``context`` says, in a failure, what led here (an earlier version's refusal)."""
         connection, server = self._start(dialect.rules(), dialect.data_channels)
@@ -385,7 +385,7 @@ class _Opening:
             _close(connection, server)
             raise
         if isinstance(adapter, JsonRpcAdapter):
-            adapter.negotiation = negotiation
+            adapter.negotiation, adapter.negotiation_detail = negotiation, detail
         if not handshake:
             return adapter
         try:
@@ -395,9 +395,8 @@ class _Opening:
             if named is None:
                 raise self._failed(connection, server, refusal, context) from None
             adapter.close()
-            return self.known(named, handshake,
-                              f"{named.label} (the plugin refused {dialect.label}: {refusal.message})",
-                              fallback_allowed=False)
+            return self.known(named, handshake, _fell_back(named, dialect), fallback_allowed=False,
+                              detail=_refusal(dialect, refusal))
         except (CallTimeout, ProviderCrashed, ProviderCallError) as exc:
             raise self._failed(connection, server, exc, context) from None
         except BaseException:
@@ -421,8 +420,8 @@ class _Opening:
             named = (registry.refused_for(refusal, probe) if isinstance(refusal, ApplicationErrorAnswer) else None) \
                 or registry.other_version(probe)
             _close(connection, server)
-            return self.known(named, True, f"{named.label} (the plugin refused {probe.label}: {refusal.message})",
-                              fallback_allowed=False, context=f"after refusing {probe.label}: {refusal.message}")
+            return self.known(named, True, _fell_back(named, probe), fallback_allowed=False,
+                              context=f"after refusing {probe.label}: {refusal.message}", detail=_refusal(probe, refusal))
         except (CallTimeout, ProviderCrashed, ProviderCallError) as exc:
             raise self._failed(connection, server, exc) from None
         except BaseException:
@@ -462,6 +461,16 @@ class _Opening:
             adapter.close()
             raise
         return adapter
+
+
+def _fell_back(spoken: registry.Dialect, refused: registry.Dialect) -> str:
+    """How a fallback reads where the run begins: information (a v1 plugin asked in v2 first is no error); the
+    refusal's own words are the detail (``_refusal``)."""
+    return f"{spoken.label} (negotiated: the plugin offers {spoken.label}, not {refused.label})"
+
+
+def _refusal(refused: registry.Dialect, refusal: ProviderCallError) -> str:
+    return f"its answer to the {refused.label} initialize: {refusal.message}"
 
 
 def _close(connection: jsonrpc.JsonRpcConnection, server: ChannelServer | None) -> None:

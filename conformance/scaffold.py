@@ -10,8 +10,9 @@ import json
 import os
 import re
 import shlex
-import tomllib
 import shutil
+import sys
+import tomllib
 from pathlib import Path
 
 from conformance.config_file import FILE_NAME
@@ -21,6 +22,8 @@ from conformance.toml_lines import TomlLines
 
 WORKFLOW = Path(".github/workflows/sandbox-conformance.yml")
 BASELINE = "conformance-baseline.yaml"
+REPORT_DIR = "reports"  # the file's report-dir, which the workflow uploads
+PACKAGE = "sandbox-conformance"
 EMPTY_BASELINE = ("# Known failures (see `sandbox-conformance run --update-baseline`): a listed scenario that fails\n"
                   "# is xfail; one that passes, or an entry that names nothing, fails the run.\n"
                   "expected_failures: []\n")
@@ -78,10 +81,11 @@ def _plugin_for_file(argv: list[str], directory: Path) -> str:
 
 
 def config_text(args: argparse.Namespace, name: str) -> str:
-    lines = ["# sandbox-conformance configuration: `sandbox-conformance run` reads it from this directory or",
-             "# below; flags override every value. Relative paths are relative to this file.",
+    lines = ["# sandbox-conformance configuration: `run`, `sweep` and `doctor` find it when started in this",
+             "# directory or one below it (they look in the working directory, then each one above it; here this",
+             "# file wins over a pyproject.toml). Flags override every value. Relative paths are relative to this file.",
              f"provider = {_toml(name)}",
-             'report-dir = "reports"',
+             f"report-dir = {_toml(REPORT_DIR)}",
              'report-formats = ["junit", "markdown", "html", "badge"]',
              f"expected-failures = {_toml(BASELINE)}",
              "strict = false",
@@ -171,11 +175,59 @@ def updated_config(path: Path, args: argparse.Namespace, name: str) -> str:
     return lines.text
 
 
-def workflow_text(name: str) -> str:
+def suite_requirement() -> tuple[str, str | None]:
+    """What ``pip install`` takes in CI to install this very suite, and why it might not reach it (None where it
+    names where this copy came from). A copy installed from git is named by that URL and commit; one from a git
+    checkout with a remote, by the remote and the checkout's commit; any other, by its version on the package
+    index (the only reference known)."""
+    import importlib.metadata
+
+    try:
+        distribution = importlib.metadata.distribution(PACKAGE)
+        origin = json.loads(distribution.read_text("direct_url.json") or "null")
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        origin = None
+    from conformance import __version__
+
+    indexed = f"{PACKAGE}=={__version__}"
+    if not isinstance(origin, dict):
+        return indexed, None  # installed from a package index: the same index serves CI
+    url, vcs = str(origin.get("url", "")), origin.get("vcs_info") or {}
+    if vcs.get("vcs") == "git" and url.startswith("https://") and vcs.get("commit_id"):
+        return f"{PACKAGE} @ git+{url}@{vcs['commit_id']}", None
+    if url.startswith("file://"):
+        remote = _git_remote(Path(url.removeprefix("file://")))
+        if remote is not None:
+            return f"{PACKAGE} @ git+{remote[0]}@{remote[1]}", None
+    return indexed, (f"this copy of the suite came from {url}, which CI cannot reach: the workflow installs "
+                     f"{indexed} from the package index; edit its pip install line if that index lacks it")
+
+
+def _git_remote(directory: Path) -> tuple[str, str] | None:
+    """(https URL of ``origin``, commit checked out) of a git checkout, or None."""
+    import subprocess
+
+    def git(*words: str) -> str:
+        try:
+            done = subprocess.run(["git", "-C", str(directory), *words], capture_output=True, text=True, timeout=10,
+                                  check=False)
+        except (OSError, subprocess.SubprocessError):
+            return ""
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    url, commit = git("config", "--get", "remote.origin.url"), git("rev-parse", "HEAD")
+    scp = re.fullmatch(r"git@([^:/]+):(.+)", url)  # git@github.com:owner/repo.git
+    url = f"https://{scp[1]}/{scp[2]}" if scp else url
+    return (url, commit) if url.startswith("https://") and re.fullmatch(r"[0-9a-f]{40}", commit) else None
+
+
+def workflow_text(name: str, requirement: str | None = None) -> str:
+    """A workflow that runs on its first push: it installs the suite with pip from a reference that exists
+    (``suite_requirement``), never a placeholder to replace."""
+    requirement = requirement or suite_requirement()[0]
     return f"""\
-# Runs the sandbox-conformance suite against the provider '{name}' of {FILE_NAME}, with the
-# suite's composite action (action.yml at the root of its repository): it sets up Python, installs the
-# suite from its own checkout, runs it, uploads the reports and leaves the summary on the job's page.
+# Runs the sandbox-conformance suite against the provider '{name}' of {FILE_NAME}:
+# installs the suite, runs it with the file (the summary lands on the job's page), uploads the reports.
 name: sandbox-conformance
 on:
   push:
@@ -185,16 +237,21 @@ jobs:
     runs-on: ubuntu-latest
     steps:
       - uses: actions/checkout@v4
-      # Build or install your provider here, so the command (and its sha256 pin) in the file match.
-      # OWNER/sandbox-conformance@REF: the suite's repository and a tag or commit of it (the ref is the
-      # version of the suite that runs); replace both before the first push.
-      - uses: OWNER/sandbox-conformance@REF
-        id: conformance
+      - uses: actions/setup-python@v5
         with:
-          config: {FILE_NAME}
-          report-dir: reports          # the file's report-dir; the action uploads this directory
-          artifact-name: sandbox-conformance-reports
-# steps.conformance.outputs.verdict is pass, fail or none (the suite could not run)
+          python-version: "3.12"
+      # Build or install your provider here, so the command (and its sha256 pin) in the file match.
+      - name: Install sandbox-conformance
+        run: python -m pip install {shlex.quote(requirement)}
+      - name: Run the conformance suite
+        run: sandbox-conformance run --config {FILE_NAME}
+      - name: Upload the reports
+        if: always()
+        uses: actions/upload-artifact@v4
+        with:
+          name: sandbox-conformance-reports
+          path: {REPORT_DIR}          # the file's report-dir
+          if-no-files-found: warn
 """
 
 
@@ -225,7 +282,9 @@ def write(args: argparse.Namespace) -> list[str]:
         files = {config: (updated_config(config, args, name), said)}
     else:
         files = {config: (config_text(args, name), f"wrote {config}")}
-    for path, text, kept in ((directory / WORKFLOW, workflow_text(name), KEPT_WORKFLOW),
+    workflow = directory / WORKFLOW
+    requirement, unreachable = (None, None) if workflow.exists() else suite_requirement()
+    for path, text, kept in ((workflow, workflow_text(name, requirement), KEPT_WORKFLOW),
                              (directory / BASELINE, EMPTY_BASELINE, KEPT_BASELINE)):
         files[path] = (None, f"kept {path} ({kept})") if path.exists() else (text, f"wrote {path}")
     for path, (text, _) in files.items():
@@ -236,6 +295,8 @@ def write(args: argparse.Namespace) -> list[str]:
             path.write_text(text, encoding="utf-8")
         except OSError as exc:
             raise UsageError(f"{path} cannot be written: {exc.strerror}") from None
+    if unreachable:
+        print(f"sandbox-conformance: note: {unreachable}", file=sys.stderr)
     return [said for _, said in files.values()]
 
 

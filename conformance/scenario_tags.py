@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 LEVELS = ("must", "should", "may", "gap")
 ID_PATTERN = re.compile(r"^[a-z0-9]+(?:[.-][a-z0-9]+)*$")
@@ -86,6 +87,18 @@ def example_key(row: dict[str, str]) -> str:
     """
     first = next(iter(row.values()), "")
     return re.sub(r"[^a-z0-9.]+", "-", first.lower()).strip("-")
+
+
+def row_tags(scenario_tags: Iterable[str], examples: Iterable[Any], row: dict[str, str] | None) -> set[str]:
+    """The tags of one scenario, or of one row of a Scenario Outline: the scenario's (with its feature's) and
+    those of the Examples block holding the row (pytest-bdd's ``Examples``: ``tags``, ``as_contexts()``). An
+    outline groups its rows in tagged blocks so each row cites its own requirements, never another block's."""
+    tags = set(scenario_tags)
+    if row is not None:
+        block = next((block for block in examples if row in block.as_contexts()), None)
+        if block is not None:
+            tags |= set(block.tags or ())
+    return tags
 
 
 def scenario_identity(tags: ScenarioTags, title: str, example: dict[str, str] | None = None) -> str:

@@ -52,7 +52,7 @@ def test_explaining_a_requirement_shows_its_text_scenarios_steps_and_mutants(cap
     rid = "SDP1-059"
     requirement = registry.load()[rid]
     covering = registry.coverage(registry.load(), all_scenarios())[rid]
-    code, out, _ = _main(capsys, "explain", rid)
+    code, out, _ = _main(capsys, "explain", rid, "--mutants")
     assert code == 0
     flat = " ".join(out.split())  # the text is wrapped to the terminal
     assert " ".join(requirement.text.split()) in flat
@@ -86,7 +86,7 @@ def test_explaining_an_outline_row_fills_in_its_values_and_names_its_outline(cap
 
 
 def test_explaining_an_outline_lists_its_rows_and_the_mutants_of_each(capsys) -> None:
-    code, out, _ = _main(capsys, "explain", "exec-exit-code", "--json")
+    code, out, _ = _main(capsys, "explain", "exec-exit-code", "--json", "--mutants")
     assert code == 0
     explained = json.loads(out)
     rows = [e.id for e in all_scenarios() if e.base_id == "exec-exit-code"]
@@ -108,16 +108,31 @@ def test_a_requirement_can_be_asked_for_in_lower_case_and_as_json(capsys) -> Non
     assert {sid for s in explained["scenarios"] for sid in (s["rows"] or [s["id"]])} == set(covering)
 
 
-def test_without_the_mutant_catalogue_explain_says_so(capsys, monkeypatch, tmp_path) -> None:
+def test_explain_names_no_mutant_unless_asked(capsys) -> None:
+    """Mutant names mean nothing to a provider author: a plain `explain` shows none, text or JSON."""
+    named = {m["name"] for m in mutant_catalogue() if "delete-unknown" in m.get("fails", [])}
+    assert named, "the control: the catalogue names mutants failing delete-unknown"
+    for extra in ((), ("--json",)):
+        code, out, _ = _main(capsys, "explain", "delete-unknown", *extra)
+        assert code == 0 and "mutant" not in out.lower() and not any(name in out for name in named), out
+    code, out, _ = _main(capsys, "explain", "SDP1-059")
+    assert code == 0 and "mutant" not in out.lower()
+    code, out, _ = _main(capsys, "explain", "delete-unknown", "--mutants")
+    assert code == 0 and all(f"{name} (" in out for name in named)
+
+
+def test_without_the_mutant_catalogue_explain_never_mentions_it_unless_asked(capsys, monkeypatch, tmp_path) -> None:
     # an installed wheel carries no tests/ folder, so no catalogue
     monkeypatch.setattr(explain, "mutant_catalogue_dir", lambda: tmp_path / "absent")
     explain.mutant_catalogue.cache_clear()
     try:
         code, out, _ = _main(capsys, "explain", "delete-unknown")
+        assert code == 0 and "mutant" not in out.lower() and "not installed" not in out
+        code, _, err = _main(capsys, "explain", "delete-unknown", "--mutants")
     finally:
         explain.mutant_catalogue.cache_clear()
-    assert code == 0
-    assert f"mutants: {explain.NOT_INSTALLED}" in out and "mutants that fail it" not in out
+    assert code == 2
+    _one_line_error(err, "--mutants needs the suite's source checkout")
 
 
 def test_an_unknown_id_is_exit_2_with_the_closest_ids(capsys) -> None:
@@ -177,12 +192,44 @@ def test_list_filters_by_level_feature_tags_and_requirement(capsys) -> None:
     assert all(e["level"] == "should" and "SDP1-059" in e["requirements"] for e in both)
 
 
-def test_list_shows_titles_beside_ids(capsys) -> None:
-    code, out, _ = _main(capsys, "list", "--feature", "delete.feature")
+def test_list_into_a_pipe_is_one_whole_line_per_scenario(capsys, monkeypatch) -> None:
+    for forcing in ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE"):
+        monkeypatch.delenv(forcing, raising=False)
+    code, out, _ = _main(capsys, "list")  # capsys's stdout is no terminal, as a pipe or a file
     assert code == 0
+    entries = all_scenarios()
+    assert out.splitlines() == ["\t".join((e.id, e.tags.level or "", " ".join(e.tags.requirements), e.name))
+                                for e in entries]  # no box, no title wrapped, nothing but the rows
+    assert not any(mark in out for mark in "│┃━")
+
+
+def test_list_on_a_terminal_is_a_table_with_titles_beside_ids(capsys, monkeypatch) -> None:
+    monkeypatch.setenv("FORCE_COLOR", "1")  # rich then takes stdout for a terminal
+    monkeypatch.setenv("COLUMNS", "250")
+    code, out, _ = _main(capsys, "list", "--feature", "delete.feature")
+    assert code == 0 and "│" in out
     for entry in (e for e in all_scenarios() if e.feature == "delete.feature"):
         row = next(line for line in out.splitlines() if f" {entry.id} " in line)
         assert entry.name.split()[0] in row
+
+
+def test_list_by_dialect_shows_the_scenarios_a_provider_of_it_runs(capsys) -> None:
+    listed = {dialect: {e["id"] for e in _listed(capsys, "--dialect", dialect)}
+              for dialect in ("sandbox-driver-v1", "sandbox-driver-v2", "fabro-sketch", "rest")}
+    everything = {e.id for e in all_scenarios()}
+    for dialect, ids in listed.items():
+        assert ids and ids < everything, dialect
+        # a scenario written for other dialects only is never listed for this one
+        assert not any(set(e.tags.dialects) - {dialect} == set(e.tags.dialects) != set()
+                       for e in all_scenarios() if e.id in ids), dialect
+    assert "exec-env" in listed["sandbox-driver-v1"] and "sketch-foreign-id" not in listed["sandbox-driver-v1"]
+    assert "sketch-foreign-id" in listed["fabro-sketch"] and "exec-env" in listed["rest"]  # it cites REST-002
+    assert any(i.startswith("invalid-params[") for i in listed["sandbox-driver-v1"])
+    assert not any(i.startswith("invalid-params[") for i in listed["rest"] | listed["fabro-sketch"])  # v1 only
+    # a row cites its own block's rules: the v1 lifecycle row has a v1 rule, so it is listed for v1
+    assert "optional-operation[archive]" in listed["sandbox-driver-v1"]
+    both = {e["id"] for e in _listed(capsys, "--dialect", "sandbox-driver-v1", "--dialect", "rest")}
+    assert both == listed["sandbox-driver-v1"] | listed["rest"]
 
 
 @pytest.mark.parametrize(("filters", "fragments"), [
@@ -190,6 +237,7 @@ def test_list_shows_titles_beside_ids(capsys) -> None:
     (("--feature", "deelte.feature"), ("--feature 'deelte.feature' is not a feature file", "delete.feature")),
     (("--tags", "must and ("), ("--tags",)),
     (("--requirements", "--level", "must"), ("list --requirements takes no scenario filter (--level)",)),
+    (("--dialect", "v1"), ("--dialect", "invalid choice", "sandbox-driver-v1")),
 ])
 def test_bad_list_filters_are_exit_2_in_one_line(capsys, filters, fragments) -> None:
     code, _, err = _main(capsys, "list", *filters)

@@ -215,28 +215,35 @@ def test_the_wire_vocabulary_initialize_carries_the_data_transport(fake) -> None
     assert params["data_transport"]["socket_path"] == adapter.channel_server.socket_path
 
 
-@pytest.mark.parametrize(("provider", "dialect", "negotiation"), [
-    (_fake(), "sandbox-driver-v2", "v2 (asked v2)"),
-    (inprocess.plugin(), "sandbox-driver-v1", "v1 (the plugin refused v2: "),
-    (_fake(dialect="sandbox-driver-v1"), "sandbox-driver-v2", "v2 (the plugin refused v1: "),
-    (_fake("--fault", "refuse-as-v1", dialect="sandbox-driver-v2"), "sandbox-driver-v1", "v1 (the plugin refused v2: "),
+@pytest.mark.parametrize(("provider", "dialect", "negotiation", "detail"), [
+    (_fake(), "sandbox-driver-v2", "v2 (asked v2)", ""),
+    (inprocess.plugin(), "sandbox-driver-v1", "v1 (negotiated: the plugin offers v1, not v2)",
+     "its answer to the v2 initialize: "),
+    (_fake(dialect="sandbox-driver-v1"), "sandbox-driver-v2", "v2 (negotiated: the plugin offers v2, not v1)",
+     "its answer to the v1 initialize: "),
+    (_fake("--fault", "refuse-as-v1", dialect="sandbox-driver-v2"), "sandbox-driver-v1",
+     "v1 (negotiated: the plugin offers v1, not v2)", "its answer to the v2 initialize: "),
     # v1 plugins that refuse the v2 initialize without naming a version, or answer it as version 1
     (inprocess.plugin(mutant="version-mismatch-unnamed"), "sandbox-driver-v1",
-     "v1 (the plugin refused v2: unsupported protocol version)"),
+     "v1 (negotiated: the plugin offers v1, not v2)", "its answer to the v2 initialize: unsupported protocol version"),
     (inprocess.plugin(mutant="accepts-any-protocol-version"), "sandbox-driver-v1",
-     "v1 (the plugin answered v2's initialize as protocol version 1)"),
+     "v1 (the plugin answered v2's initialize as protocol version 1)", ""),
     # ... or decode its params strictly, or echo the version asked without v2's capabilities
     (inprocess.plugin(mutant="b2_initialize_rejects_unknown_fields"), "sandbox-driver-v1",
-     "v1 (the plugin refused v2: invalid params for initialize: unknown field `data_transport`)"),
+     "v1 (negotiated: the plugin offers v1, not v2)",
+     "its answer to the v2 initialize: invalid params for initialize: unknown field `data_transport`"),
     (inprocess.plugin(mutant="hs_echo_protocol_version"), "sandbox-driver-v1",
-     "v1 (the plugin answered v2's initialize as protocol version 2)"),
+     "v1 (the plugin answered v2's initialize as protocol version 2)", ""),
 ], ids=["auto-v2", "auto-v1-reference", "asked-v1-got-v2", "asked-v2-got-v1", "auto-unnamed-refusal",
         "auto-v1-answer", "auto-strict-v1-decoder", "auto-v1-echoing-2"])
-def test_the_protocol_version_is_negotiated(provider, dialect, negotiation) -> None:
+def test_the_protocol_version_is_negotiated(provider, dialect, negotiation, detail) -> None:
+    """The negotiation reads as information; the refusal that settled it is its detail, in the plugin's words."""
     adapter = open_provider(provider)
     try:
         assert adapter.dialect == dialect and adapter.identity.dialect == dialect
-        assert adapter.identity.negotiation.startswith(negotiation), adapter.identity.negotiation
+        assert adapter.identity.negotiation == negotiation, adapter.identity.negotiation
+        assert adapter.identity.negotiation_detail.startswith(detail) and bool(detail) == bool(
+            adapter.identity.negotiation_detail), adapter.identity.negotiation_detail
     finally:
         adapter.close()
 

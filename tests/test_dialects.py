@@ -18,7 +18,7 @@ def _sketch(**fields):
 
 
 @pytest.mark.parametrize(("provider", "dialect", "negotiation"), [
-    (inprocess.plugin(), "sandbox-driver-v1", "v1 (the plugin refused v2: "),
+    (inprocess.plugin(), "sandbox-driver-v1", "v1 (negotiated: the plugin offers v1, not v2)"),
     (inprocess.plugin("--dialect", "sandbox-driver-v2"), "sandbox-driver-v2", "v2 (asked v2)"),
     (_sketch(), "fabro-sketch", "fabro-sketch (detected from its answer to v2's initialize)"),
 ], ids=["sandbox-driver-v1", "sandbox-driver-v2", "fabro-sketch"])
@@ -43,7 +43,8 @@ def test_a_configured_version_the_plugin_refuses_naming_the_other_is_spoken_in_t
     adapter = open_provider(inprocess.plugin(*plugin_argv, dialect=asked))
     try:
         assert adapter.dialect == spoken
-        assert "the plugin refused" in adapter.identity.negotiation
+        assert "negotiated: the plugin offers" in adapter.identity.negotiation
+        assert adapter.identity.negotiation_detail.startswith("its answer to the ")
         sandbox = adapter.create(SandboxRequest())
         assert adapter.exec(sandbox.id, ExecRequest("printf ok")).stdout == b"ok"
         adapter.delete(sandbox.id)

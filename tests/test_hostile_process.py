@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from conformance.reporting.model import HELD_BY_ENDED
 from conformance.transports.process import ProcessTransport, scrubbed_environment
 from tests.helpers import REPO, plugin_command, run_cli
 
@@ -140,7 +141,7 @@ def test_a_crash_holding_sandboxes_is_not_counted_as_deleted(tmp_path: Path) -> 
     sandboxes = run.results["sandboxes"]
     assert len(sandboxes["died_holding"]) == 1, sandboxes
     assert sandboxes["deleted"] == sandboxes["created"] - 1, sandboxes
-    assert sandboxes["died_holding"][0] in run.stdout and "held by a provider that died" in run.stdout
+    assert sandboxes["died_holding"][0] in run.stdout and HELD_BY_ENDED in run.stdout
 
 
 def test_an_honest_run_reports_nothing_held_by_a_dead_provider(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from conformance.providers import ProviderConfig
+from conformance.reporting.model import HELD_BY_ENDED
 from conformance.transports import json_text
 from conformance.transports.base import FrameWriter, InputStalled
 from tests import inprocess
@@ -235,7 +236,7 @@ def test_a_huge_number_costs_the_suite_about_one_line_of_memory_and_is_named(tmp
 
 def test_an_exit_0_in_the_middle_of_a_call_died_holding_its_sandbox(tmp_path: Path) -> None:
     """A restarted plugin answering the delete of a sandbox it never knew proves nothing, whatever the status
-    its predecessor exited with: the sandbox is reported as held by a provider that died, not deleted."""
+    its predecessor exited with: the sandbox is reported as held by a provider process that ended, not deleted."""
     marker = tmp_path / "exited"
     provider = ProviderConfig(in_process=("tests.hostile.exit0_mid_call:serve", str(marker)), call_timeout_s=10.0)
     run = inprocess.run_suite(provider, tmp_path / "reports", scenarios=("exec-env",))
@@ -243,5 +244,5 @@ def test_an_exit_0_in_the_middle_of_a_call_died_holding_its_sandbox(tmp_path: Pa
     assert scenario(run, "exec-env")["outcome"] == "failed"
     sandboxes = run.results["sandboxes"]
     assert len(sandboxes["died_holding"]) == 1 and sandboxes["deleted"] == 0, sandboxes
-    assert sandboxes["died_holding"][0] in run.output and "held by a provider that died" in run.output
+    assert sandboxes["died_holding"][0] in run.output and HELD_BY_ENDED in run.output
     assert ended("tests.hostile.exit0_mid_call")

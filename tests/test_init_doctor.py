@@ -9,18 +9,18 @@ import argparse
 import hashlib
 import io
 import secrets
+import shlex
 import sys
 import tomllib
 from pathlib import Path
 
 import pytest
-import yaml
 
 from conformance import cli, config_file, doctor
 from conformance.reporting.baseline import Baseline
 from conformance.scaffold import BASELINE, WORKFLOW
 from tests import inprocess
-from tests.helpers import REPO, cli_main, one_usage_line, plugin_command
+from tests.helpers import cli_main, one_usage_line, plugin_command
 
 PYTHON_SHA256 = hashlib.sha256(Path(sys.executable).resolve().read_bytes()).hexdigest()
 
@@ -65,18 +65,57 @@ def test_init_writes_a_config_a_workflow_and_an_empty_baseline_and_pins_only_whe
     assert table["providers"]["ref"]["sha256"] == PYTHON_SHA256  # the executable: the command's first word
 
 
-def test_init_workflow_runs_the_composite_action_with_the_file(tmp_path, capsys) -> None:
-    """Not `pip install sandbox-conformance` (the suite is not on PyPI): the repository's own action."""
+def test_init_workflow_installs_the_suite_from_a_reference_that_exists_and_runs_it_with_the_file(tmp_path,
+                                                                                                 capsys) -> None:
+    """No placeholder (an `OWNER/sandbox-conformance@REF` to replace fails the first push): pip installs the
+    suite from where this copy came from, and the workflow is one GitHub accepts."""
+    from packaging.requirements import Requirement
+
+    from tests.test_ci import _load, schema_errors
+
     assert cli_main(capsys, "init", "--plugin", plugin_command(), "--dir", str(tmp_path))[0] == 0
     text = (tmp_path / WORKFLOW).read_text()
-    steps = yaml.safe_load(text)["jobs"]["conformance"]["steps"]
-    suite = [step for step in steps if step.get("uses", "").startswith("OWNER/sandbox-conformance@")]
-    assert len(suite) == 1 and "pip install" not in text, text
-    action_inputs = yaml.safe_load((REPO / "action.yml").read_text())["inputs"]
-    assert set(suite[0]["with"]) <= set(action_inputs), "the workflow passes an input the action does not have"
-    assert suite[0]["with"]["config"] == "sandbox-conformance.toml"
-    assert suite[0]["with"]["report-dir"] == tomllib.loads((tmp_path / "sandbox-conformance.toml").read_text())[
-        "report-dir"]  # the action uploads the directory the file names
+    assert "OWNER" not in text and "@REF" not in text, text
+    workflow = _load(tmp_path / WORKFLOW)
+    assert schema_errors(workflow, "github-workflows") == []
+    steps = workflow["jobs"]["conformance"]["steps"]
+    install = shlex.split(next(step["run"] for step in steps if "pip install" in step.get("run", "")))
+    assert install[:4] == ["python", "-m", "pip", "install"] and Requirement(install[4]).name == "sandbox-conformance"
+    run = shlex.split(next(step["run"] for step in steps if step.get("run", "").startswith("sandbox-conformance ")))
+    parsed = cli.build_parser().parse_args(run[1:])  # the suite's own parser takes the command as written
+    assert parsed.command == "run" and parsed.config == "sandbox-conformance.toml"
+    upload = next(step for step in steps if step.get("uses", "").startswith("actions/upload-artifact@"))
+    assert upload["if"] == "always()"
+    assert upload["with"]["path"] == tomllib.loads((tmp_path / "sandbox-conformance.toml").read_text())["report-dir"]
+
+
+@pytest.mark.parametrize(("direct_url", "remote", "expected", "noted"), [
+    (None, None, "sandbox-conformance==", False),  # from a package index: the same index serves CI
+    ({"url": "https://github.com/someone/sandbox-conformance.git",
+      "vcs_info": {"vcs": "git", "commit_id": "a" * 40}},
+     None, "sandbox-conformance @ git+https://github.com/someone/sandbox-conformance.git@" + "a" * 40, False),
+    ({"url": "file:///src/sandbox-conformance", "dir_info": {"editable": True}},
+     ("https://github.com/someone/sandbox-conformance", "b" * 40),
+     "sandbox-conformance @ git+https://github.com/someone/sandbox-conformance@" + "b" * 40, False),
+    ({"url": "file:///tmp/sandbox_conformance-0.1.0-py3-none-any.whl", "archive_info": {}}, None,
+     "sandbox-conformance==", True),
+], ids=["index", "git", "checkout-with-remote", "local-wheel"])
+def test_the_workflow_names_the_suite_where_this_copy_came_from(monkeypatch, direct_url, remote, expected,
+                                                               noted) -> None:
+    import importlib.metadata
+    import json
+
+    from conformance import scaffold
+
+    class Installed:
+        def read_text(self, name: str) -> str | None:
+            return json.dumps(direct_url) if name == "direct_url.json" and direct_url is not None else None
+
+    monkeypatch.setattr(importlib.metadata, "distribution", lambda name: Installed())
+    monkeypatch.setattr(scaffold, "_git_remote", lambda directory: remote)
+    requirement, note = scaffold.suite_requirement()
+    assert requirement.startswith(expected), requirement
+    assert bool(note) == noted, note
 
 
 def test_init_in_another_dir_writes_a_plugin_path_that_resolves_from_the_file(tmp_path, monkeypatch,

@@ -97,7 +97,8 @@ def test_a_plugin_spraying_its_secrets_everywhere_leaks_none(tmp_path: Path, mon
     data = run.results
     assert run.exit_code == 1, run.stderr
     # It did leak (else the test proves nothing): through the negotiation, the error, the output, the ids.
-    assert "refused" in data["provider"]["negotiation"] and REDACTED in data["provider"]["negotiation"]
+    assert "answer to the v2 initialize" in data["provider"]["negotiation_detail"]
+    assert REDACTED in data["provider"]["negotiation_detail"]
     assert data["sandboxes"]["ids"] and all(REDACTED in sid for sid in data["sandboxes"]["ids"])
     failure = next(s for s in data["scenarios"] if s["id"] == "delete-unknown")
     assert failure["outcome"] == "failed" and REDACTED in failure["message"] and REDACTED in failure["stderr"]

@@ -40,7 +40,8 @@ def test_the_reference_plugin_passes_the_whole_suite(suite) -> None:
     provider = results["provider"]
     assert (provider["kind"], provider["dialect"], provider["transport"]) == ("host", "sandbox-driver-v1", "stdio")
     # auto-detection asked in v2 first; the v1 reference refused it, naming both versions
-    assert provider["negotiation"].startswith("v1 (the plugin refused v2"), provider["negotiation"]
+    assert provider["negotiation"] == "v1 (negotiated: the plugin offers v1, not v2)", provider["negotiation"]
+    assert provider["negotiation_detail"].startswith("its answer to the v2 initialize: "), provider
     assert provider["capabilities"]["isolation"] == "none"
 
     junit = ET.parse(run.report_dir / "junit.xml").getroot()

@@ -319,7 +319,8 @@ def test_the_failing_report_in_chromium(failing_run, open_report) -> None:
     assert "sandbox/delete" in card.locator("pre.transcript").inner_text()
     assert card.locator(".reproduce code").inner_text() == failure["reproduce"]
     must_row = page.locator("#counts tr", has_text="MUST").inner_text().split("\t")
-    assert must_row[:5] == ["MUST", "1", "1", "0", "1"], "MUST: passed 1, failed 1, errors 0, skipped 1"
+    # passed, failed, errors, xfail, xpass, skipped, not for this dialect (the sketch's scenario)
+    assert must_row[:8] == ["MUST", "1", "1", "0", "0", "0", "0", "1"], must_row
 
     SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOT), full_page=True)

@@ -1,6 +1,6 @@
 """The reports people read: ``summary.md`` (and its append to ``$GITHUB_STEP_SUMMARY``), the badges and
 the JUnit file, all built from the results document of one small in-process run against a mutant that
-fails one MUST scenario (``delete-unknown``), beside passes, dialect skips and a gap finding.
+fails one MUST scenario (``delete-unknown``), beside passes, a skip, dialect skips and a gap finding.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ import copy
 import fcntl
 import json
 import os
+import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from functools import cached_property
@@ -19,14 +20,14 @@ import pytest
 
 from conformance import cli
 from conformance.engine import Document
-from conformance.reporting import badge, markdown
-from conformance.reporting.model import is_other_dialect_skip
+from conformance.reporting import badge, counts, html, markdown, terminal
 from conformance.runner import RunOutcome
 from tests import inprocess
 
 FAILING = "delete-unknown"  # the mutant's one failure, a MUST
 SKETCH_ONLY = ("sketch-exec-timeout", "sketch-foreign-id", "sketch-unsupported-sentence")  # skipped on v1
-SCENARIOS = (FAILING, "delete-twice", "snapshot-missing-refused", *SKETCH_ONLY)
+OWN_SKIP = "volume-lifecycle"  # the reference declares no volumes
+SCENARIOS = (FAILING, "delete-twice", "snapshot-missing-refused", OWN_SKIP, *SKETCH_ONLY)
 
 # shields.io's endpoint format (https://shields.io/badges/endpoint-badge): what badge.json must satisfy.
 SHIELDS_ENDPOINT = {
@@ -53,6 +54,11 @@ class SavedRun:
     def outcomes(self) -> dict[str, str]:
         return {s["id"]: s["outcome"] for s in self.results["scenarios"]}
 
+    @property
+    def output(self) -> str:
+        """What the run printed: the terminal summary and pytest's closing line."""
+        return (self.report_dir.parent / "output").read_text(encoding="utf-8")
+
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> SavedRun:
@@ -68,6 +74,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> SavedRun:
         if not exit_file.exists():
             done = inprocess.run_suite(inprocess.plugin(mutant="delete-unknown-errors"), shared / "reports",
                                        scenarios=SCENARIOS)
+            (shared / "output").write_text(done.output, encoding="utf-8")
             exit_file.write_text(str(done.exit_code))
         return SavedRun(int(exit_file.read_text()), shared / "reports")
 
@@ -91,12 +98,12 @@ def test_summary_md_shows_verdict_counts_failure_gaps_and_grouped_skips(run) -> 
     for reason in document["verdict"]["reasons"]:
         assert markdown.text(reason) in summary
 
-    must = {k: v for k, v in document["summary"]["levels"]["must"].items() if k != "disabled"}
+    must = document["summary"]["levels"]["must"]
     row = next(line for line in summary.splitlines() if line.startswith("| MUST |"))
     cells = [cell.strip() for cell in row.strip("|").split("|")]
-    assert cells == ["MUST", str(must.get("passed", 0)), str(must.get("failed", 0)), str(must.get("error", 0)),
-                     str(must.get("skipped", 0)), "0", "0", str(sum(must.values()))]
-    assert f"{document['summary']['disabled']} scenario(s) of the suite were not selected" in summary
+    assert cells == ["MUST", *(str(must.get(key, 0)) for key in ("passed", "failed", "error", "xfail", "xpass",
+                                                                  "skipped", "other_dialect", "disabled")),
+                     str(sum(must.values()))]
 
     failure = _scenario(run, FAILING)
     failures = summary.split("### Failures (1)")[1].split("###")[0]
@@ -110,17 +117,51 @@ def test_summary_md_shows_verdict_counts_failure_gaps_and_grouped_skips(run) -> 
     for gap_id, gap in document["gaps"].items():
         assert f"| `{gap_id}` | {markdown.text(gap['title'])} | {markdown.text(gap['status'])} |" in gaps
 
-    skipped = [s for s in document["scenarios"] if s["outcome"] == "skipped" and not is_other_dialect_skip(s)]
-    other_dialect = sum(1 for s in document["scenarios"] if is_other_dialect_skip(s))
+    skipped = [s for s in document["scenarios"] if counts.category(s) == "skipped"]
     skips = summary.split(f"### Skipped ({len(skipped)}), by reason")[1]
     reasons = {s["message"] for s in skipped}
     reason_lines = [line for line in skips.splitlines() if line.startswith("- ")]
     assert len(reason_lines) == len(reasons)  # one line per reason, not per scenario
-    assert (f"Not for this dialect: {other_dialect} " in skips) == bool(other_dialect)
+    assert not any(f"`{s['id']}`" in skips for s in document["scenarios"] if counts.category(s) == "other_dialect")
     for reason in reasons:
         ids = [s["id"] for s in skipped if s["message"] == reason]
         line = next(line for line in skips.splitlines() if line.startswith(f"- {markdown.text(reason)} ({len(ids)}):"))
         assert all(f"`{i}`" in line for i in ids[:markdown.MAX_SKIPPED_IDS_SHOWN])
+
+
+def test_every_sink_counts_the_run_alike_in_the_same_words(run) -> None:
+    """results.json, the terminal (table and plain lines), summary.md, report.html and the closing line that
+    replaces pytest's: one count per category, named by its one word, adding up to the total."""
+    summary = run.results["summary"]
+    expected = {c.word: summary[c.summary_key] for c in counts.CATEGORIES}
+    assert sum(expected.values()) == summary["total"] == len(run.results["scenarios"])
+    assert expected["skipped"] and expected["not for this dialect"] and expected["not selected"], expected
+    assert expected["not for this dialect"] == sum(1 for s in run.results["scenarios"]
+                                                   if s["id"].split("[")[0] in SKETCH_ONLY)
+
+    def table(lines: list[str], header_start: str, row_start: str, split) -> dict[str, int]:
+        header = split(next(line for line in lines if line.startswith(header_start)))
+        row = split(next(line for line in lines if line.startswith(row_start)))
+        return {word: int(count) for word, count in zip(header, row, strict=True) if word in expected}
+
+    def cells(line: str) -> list[str]:  # a Markdown row or one of rich's (header "┃", body "│")
+        return [cell.strip() for cell in re.split(r"[│┃|]", line.strip())[1:-1]]
+
+    md = (run.report_dir / "summary.md").read_text(encoding="utf-8").splitlines()
+    assert table(md, "| level |", "| **all** |", cells) == expected
+    rich = terminal.render_summary(run.results, width=250).splitlines()
+    assert table(rich, "┃ level", "│ all", cells) == expected
+    plain = next(line for line in run.output.splitlines() if line.startswith("all: "))
+    assert plain == "all: " + ", ".join(f"{word} {n}" for word, n in expected.items()) + f", total {summary['total']}"
+    page = (run.report_dir / html.REPORT_NAME).read_text(encoding="utf-8")
+    counts_section = page.split('<section id="counts">')[1].split("</section>")[0]
+    head, *rows = counts_section.split("<tr>")[1:]
+    words = [cell.split(">", 1)[1] for cell in head.split("</th>")[1:-2]]
+    numbers = [cell.rsplit(">", 1)[1] for cell in rows[-1].split("</td>")[:-2]]
+    assert rows[-1].startswith("<th>all</th>") and dict(zip(words, map(int, numbers), strict=True)) == expected
+    closing = run.output.rstrip().splitlines()[-1]
+    assert ", ".join(f"{n} {word}" for word, n in expected.items() if n) + " in " in closing, closing
+    assert "deselected" not in run.output and "disabled" not in run.output
 
 
 def test_the_job_summary_is_appended_to_never_overwritten(run, tmp_path: Path, monkeypatch) -> None:
@@ -159,7 +200,7 @@ def test_badge_json_is_a_shields_endpoint_with_the_must_ratio(run) -> None:
     data = json.loads((run.report_dir / "badge.json").read_text(encoding="utf-8"))
     jsonschema.validate(data, SHIELDS_ENDPOINT)
     must = run.results["summary"]["levels"]["must"]
-    checked = sum(n for outcome, n in must.items() if outcome not in ("disabled", "skipped"))
+    checked = sum(n for category, n in must.items() if category not in ("disabled", "skipped", "other_dialect"))
     assert (data["label"], data["message"], data["color"]) == ("conformance", f"{must['passed']}/{checked} MUST", "red")
     assert must["passed"] < checked  # the failure counts against the ratio
 
@@ -186,7 +227,8 @@ def test_junit_names_the_requirement_and_leaves_out_unselected_scenarios(run) ->
     selected = [s["id"] for s in run.results["scenarios"] if s["outcome"] != "disabled"]
     assert sorted(case.get("name") for case in cases) == sorted(selected)
     assert int(suite.get("tests")) == summary["selected"] == len(cases)
-    assert int(suite.get("skipped")) == summary["skipped"] == len(suite.findall("testcase/skipped"))
+    assert int(suite.get("skipped")) == summary["skipped"] + summary["other_dialect"] == \
+        len(suite.findall("testcase/skipped"))
     not_selected = next(p for p in suite.iter("property") if p.get("name") == "scenarios.not_selected")
     assert int(not_selected.get("value")) == summary["disabled"]
 

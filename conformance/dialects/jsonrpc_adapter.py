@@ -227,6 +227,7 @@ class JsonRpcAdapter(ProviderAdapter):
         self.handshake_problems: list[Any] = []  # of the latest initialize answer (the wire facet shows them)
         self.initialize_result: Any = None  # the first successful initialize answer
         self.negotiation = ""  # how the dialect was settled, for the identity (set by whoever opened it)
+        self.negotiation_detail = ""  # the refusal that settled it, in the plugin's words
         self._identity: ProviderIdentity | None = None
         self._capabilities: Capabilities | None = None
         self.wire: JsonRpcWire = JsonRpcWire(self, self.vocabulary)
@@ -267,7 +268,7 @@ class JsonRpcAdapter(ProviderAdapter):
     def identity(self) -> ProviderIdentity:
         if self._identity is None:
             raise ProviderStartError("the provider has not completed its handshake")
-        return replace(self._identity, negotiation=self.negotiation)
+        return replace(self._identity, negotiation=self.negotiation, negotiation_detail=self.negotiation_detail)
 
     @property
     def capabilities(self) -> Capabilities:

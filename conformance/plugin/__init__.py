@@ -226,6 +226,7 @@ def provider_info(adapter: ProviderAdapter, state: RunState) -> dict[str, Any]:
         "transport": identity.transport,
         "command": REDACTOR.text(identity.command),
         "negotiation": identity.negotiation,
+        **({"negotiation_detail": identity.negotiation_detail} if identity.negotiation_detail else {}),
         "capabilities": adapter.capabilities.raw,
         "declared": adapter.capabilities.declared(),
         "handshake_problems": [str(p) for p in problems],

@@ -82,7 +82,9 @@ class RunProgress:
         if report.when == "setup" and result.outcome == "passed":
             self.progress.started(result.id)
         elif report.when == "teardown":
-            self.progress.finished(result.id, result.outcome, other_dialect=result.skip_cause == "other dialect")
+            # not for this dialect (reporting/counts.py): neither done nor expected
+            not_for_dialect = result.skip_cause in ("other dialect", "no rule")
+            self.progress.finished(result.id, result.outcome, other_dialect=not_for_dialect)
             if result.outcome in progress.FAILING_OUTCOMES:
                 baseline = self.state.baseline
                 expected = baseline is not None and baseline.expects(result.id, result.requirements)

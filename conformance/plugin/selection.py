@@ -10,7 +10,7 @@ from conformance import bundle
 from conformance.config import Selection
 from conformance.plugin.keys import INFO
 from conformance.reporting.model import ScenarioInfo
-from conformance.scenario_tags import ScenarioTags, scenario_identity
+from conformance.scenario_tags import ScenarioTags, row_tags, scenario_identity
 
 
 def scenario_info(item: pytest.Item) -> ScenarioInfo | None:
@@ -21,9 +21,8 @@ def scenario_info(item: pytest.Item) -> ScenarioInfo | None:
     template = scenario_wrapper_template_registry.get(function) if function is not None else None
     if template is None:
         return None
-    tags = ScenarioTags.parse(template.tags | template.feature.tags)
-    callspec = getattr(item, "callspec", None)
-    example = callspec.params.get("_pytest_bdd_example") if callspec is not None else None
+    example = _example(item)
+    tags = ScenarioTags.parse(row_tags(template.tags | template.feature.tags, template.examples, example))
     feature = os.path.relpath(template.feature.filename, bundle.features_dir())
     return ScenarioInfo(scenario_identity(tags, template.name, example), template.name, feature, tags.level,
                         tuple(tags.requirements), tuple(tags.capabilities), tuple(tags.dialects))
@@ -55,4 +54,10 @@ def _raw_tags(item: pytest.Item) -> set[str]:
     from pytest_bdd.scenario import scenario_wrapper_template_registry
 
     template = scenario_wrapper_template_registry[item.function]  # type: ignore[attr-defined]
-    return set(template.tags | template.feature.tags)
+    return row_tags(template.tags | template.feature.tags, template.examples, _example(item))
+
+
+def _example(item: pytest.Item) -> dict[str, str] | None:
+    """The outline row a test runs (pytest-bdd's parameter), or None for a plain scenario."""
+    callspec = getattr(item, "callspec", None)
+    return callspec.params.get("_pytest_bdd_example") if callspec is not None else None

@@ -23,7 +23,7 @@ _PADDING = 10
 def badge_fields(document: dict[str, Any]) -> tuple[str, str]:
     """(message, colour) of the document's badge."""
     must = (document["summary"].get("levels") or {}).get("must") or {}
-    checked = sum(n for outcome, n in must.items() if outcome not in ("disabled", "skipped"))
+    checked = sum(n for category, n in must.items() if category not in ("disabled", "skipped", "other_dialect"))
     passed = must.get("passed", 0)
     colour = GREEN if (document.get("verdict") or {}).get("passed") else RED
     return f"{passed}/{checked} MUST", colour

@@ -103,6 +103,19 @@ class Baseline:
         return bool(keys & {scenario_id, scenario_id.split("[", 1)[0], *requirements})
 
 
+REASON_CHARS = 200  # of the failure's first line, in a reason --update-baseline writes
+
+
+def shortened(text: str, limit: int) -> str:
+    """``text`` whole if it fits in ``limit`` characters, else cut at the last word boundary within it, with an
+    ellipsis: a reader edits these reasons, and half a word reads as a typo."""
+    if len(text) <= limit:
+        return text
+    cut = text[:limit - 1]
+    boundary = cut.rstrip().rfind(" ")
+    return (cut[:boundary] if boundary > limit // 2 else cut).rstrip(" ,;:") + "…"
+
+
 def write_baseline(path: str | Path, results: list[ScenarioResult], previous: Baseline | None = None) -> int:
     """Write every failing scenario of this run as an expected failure; returns how many.
 
@@ -117,7 +130,7 @@ def write_baseline(path: str | Path, results: list[ScenarioResult], previous: Ba
             if key in kept:
                 return kept[key]
         message = (result.message or "failed").removeprefix("expected failure (").splitlines()[0]
-        return f"baselined {today}: {message[:200]}"
+        return f"baselined {today}: {shortened(message, REASON_CHARS)}"
 
     entries = [{"id": r.id, "reason": reason(r)} for r in sorted(failing, key=lambda r: r.id)]
     header = ("# Known failures: listed scenarios that fail are reported as xfail; a listed scenario that\n"

@@ -14,7 +14,7 @@ from pytest_bdd.parser import Feature, FeatureParser
 
 from conformance import bundle
 from conformance.reporting.model import ScenarioInfo, ScenarioResult
-from conformance.scenario_tags import ScenarioTags, scenario_identity
+from conformance.scenario_tags import ScenarioTags, row_tags, scenario_identity
 
 
 @dataclass(frozen=True)
@@ -53,13 +53,14 @@ def all_scenarios() -> tuple[CatalogueEntry, ...]:
         feature = _parsed_feature(relative)
         for template in feature.scenarios.values():
             tags = ScenarioTags.parse(template.tags | feature.tags)
-            rows = [context for examples in template.examples for context in examples.as_contexts()]
-            ids = [scenario_identity(tags, template.name, row) for row in rows] or [scenario_identity(tags, template.name)]
             base = scenario_identity(tags, template.name)
-            entries.extend(
-                CatalogueEntry(sid, base, template.name, relative, template.line_number, tags)
-                for sid in ids
-            )
+            rows = [context for examples in template.examples for context in examples.as_contexts()]
+            if not rows:
+                entries.append(CatalogueEntry(base, base, template.name, relative, template.line_number, tags))
+            for row in rows:  # each row with its own Examples block's tags (its own requirements)
+                own = ScenarioTags.parse(row_tags(template.tags | feature.tags, template.examples, row))
+                entries.append(CatalogueEntry(scenario_identity(own, template.name, row), base, template.name,
+                                              relative, template.line_number, own))
     return tuple(entries)
 
 

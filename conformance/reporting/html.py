@@ -23,18 +23,18 @@ from pathlib import Path
 from typing import Any
 
 from conformance import requirements as registry
+from conformance.reporting import counts
 from conformance.reporting.catalogue import CatalogueEntry, all_scenarios, gherkin_steps
+from conformance.reporting.model import seed_words
 
 REPORT_NAME = "report.html"
 
-# Outcome → (label shown, badge colour class); in the order the filter offers them.
+# A scenario's category (``counts.category``: its outcome, or "not for this dialect") → the label shown; in the
+# order the filter offers them. The words are the counts' (conformance/reporting/counts.py).
 _OUTCOME_LABELS = {"failed": "FAILED", "error": "ERROR", "xpass": "XPASS", "xfail": "XFAIL", "passed": "PASSED",
-                   "skipped": "SKIPPED", "disabled": "NOT SELECTED"}
+                   "skipped": "SKIPPED", "other_dialect": "NOT FOR THIS DIALECT", "disabled": "NOT SELECTED"}
 # Outcomes whose scenario card starts open: what a reader came to see.
 _OPEN_OUTCOMES = ("failed", "error", "xpass", "xfail")
-# (column title, outcome key in the per-level counts), as summary.md counts them; "not selected" apart.
-_COUNT_COLUMNS = (("passed", "passed"), ("failed", "failed"), ("errors", "error"), ("skipped", "skipped"),
-                  ("xfail", "xfail"), ("xpass", "xpass"), ("not selected", "disabled"))
 _STEP_LINE = re.compile(r"\s*\(line \d+\)$")
 _ANCHOR_UNSAFE = re.compile(r"[^A-Za-z0-9_.:-]")
 
@@ -175,7 +175,7 @@ def _header(document: dict[str, Any], passed: bool) -> str:
     run = document.get("run") or {}
     identity = (f"Provider {_e(provider.get('kind', '?'))} {_e(provider.get('version', ''))} · "
                 f"{_e(provider.get('dialect', '?'))} over {_e(provider.get('transport', '?'))} · "
-                f"run <code>{_e(run.get('id', ''))}</code> · seed {_e(run.get('seed'))} · "
+                f"run <code>{_e(run.get('id', ''))}</code> · {_e(seed_words(run))} · "
                 f"suite {_e((document.get('suite') or {}).get('version', ''))}")
     lines = ["<header>",
              (f'<h1>sandbox-conformance: <span id="verdict" class="verdict {"pass" if passed else "fail"}">'
@@ -192,17 +192,15 @@ def _header(document: dict[str, Any], passed: bool) -> str:
 
 
 def _counts(summary: dict[str, Any]) -> str:
-    head = "".join(f"<th>{_e(title)}</th>" for title, _ in _COUNT_COLUMNS)
+    """The counts as every sink shows them (``counts.rows``): one column per category, adding up to the total."""
+    head = "".join(f'<th title="{_e(c.meaning)}">{_e(c.word)}</th>' for c in counts.CATEGORIES)
     rows = []
-    for level, counts in (summary.get("levels") or {}).items():
-        cells = "".join(f'<td class="{"nonzero o-" + key if counts.get(key) else "zero"}">{counts.get(key, 0)}</td>'
-                        for _, key in _COUNT_COLUMNS)
-        rows.append(f"<tr><th>{_e(level.upper())}</th>{cells}<td>{sum(counts.values())}</td></tr>")
-    other = summary.get("other_dialect") or 0
-    note = (f'<p class="muted">{summary.get("selected", 0)} of {summary.get("total", 0)} scenarios selected'
-            + (f"; {other} of the skips are scenarios of another dialect" if other else "") + ".</p>")
+    for level, numbers, total in counts.rows(summary):
+        cells = "".join(f'<td class="{"nonzero o-" + c.key if n else "zero"}">{n}</td>'
+                        for c, n in zip(counts.CATEGORIES, numbers))
+        rows.append(f"<tr><th>{_e(level)}</th>{cells}<td>{total}</td></tr>")
     return (f'<section id="counts"><h2>Counts per level</h2><table class="counts"><tr><th>level</th>{head}'
-            f'<th>total</th></tr>{"".join(rows)}</table>{note}</section>')
+            f'<th>total</th></tr>{"".join(rows)}</table></section>')
 
 
 def _run_facts(document: dict[str, Any]) -> str:
@@ -215,6 +213,8 @@ def _run_facts(document: dict[str, Any]) -> str:
     ]
     if provider.get("negotiation"):
         facts.append(("protocol version", _e(provider["negotiation"])))
+    if provider.get("negotiation_detail"):
+        facts.append(("how it was settled", _e(provider["negotiation_detail"])))
     for problem in provider.get("handshake_problems") or []:
         facts.append(("handshake problem", _e(problem)))
     if run.get("shard"):
@@ -225,7 +225,7 @@ def _run_facts(document: dict[str, Any]) -> str:
     if options:
         facts.append(("run was", _e(", ".join(options))))
     facts.append(("sandboxes", f"created {_e(sandboxes.get('created', 0))}, deleted {_e(sandboxes.get('deleted', 0))}"))
-    for key, label in (("leaked", "leaked"), ("swept", "swept at the end"), ("died_holding", "provider died holding"),
+    for key, label in (("leaked", "leaked"), ("swept", "swept at the end"), ("died_holding", "held by a provider process that ended"),
                        ("unknown_at_delete", "unknown to the provider at their delete")):
         if sandboxes.get(key):
             facts.append((f"sandboxes {label}", _e(", ".join(map(str, sandboxes[key])))))
@@ -273,7 +273,7 @@ def _first_line(message: str | None) -> str:
 
 
 def _filters(scenarios: list[dict[str, Any]]) -> str:
-    outcomes = Counter(s.get("outcome", "") for s in scenarios)
+    outcomes = Counter(counts.category(s) for s in scenarios)
     selected = sum(n for outcome, n in outcomes.items() if outcome != "disabled")
     outcome_options = [("selected", f"selected ({selected})"), ("all", f"all ({len(scenarios)})")]
     outcome_options += [(o, f"{_OUTCOME_LABELS[o].lower()} ({outcomes[o]})") for o in _OUTCOME_LABELS if outcomes[o]]
@@ -305,7 +305,7 @@ def _level_order(level: str) -> tuple[int, str]:
 
 def _filter_attributes(scenario: dict[str, Any]) -> str:
     """What the outcome, level and feature filters read; the text filter reads what the card shows."""
-    return (f'data-outcome="{_e(scenario.get("outcome"))}" data-level="{_e(scenario.get("level") or "none")}" '
+    return (f'data-outcome="{_e(counts.category(scenario))}" data-level="{_e(scenario.get("level") or "none")}" '
             f'data-feature="{_e(scenario.get("feature"))}"')
 
 
@@ -314,7 +314,7 @@ _DIAGNOSTIC_KEYS = ("transcript", "stderr", "reproduce", "step", "findings", "ou
 
 
 def _render_card(scenario: dict[str, Any], spec: _Spec, number: int) -> str:
-    outcome = scenario.get("outcome", "")
+    outcome = counts.category(scenario) if "outcome" in scenario else ""
     sid = scenario["id"]
     cited = spec.cited(scenario) if outcome == "disabled" else tuple(scenario.get("requirements") or [])
     texts = [spec.requirement_text(scenario, rid) or "" for rid in cited]
@@ -333,7 +333,8 @@ def _render_card(scenario: dict[str, Any], spec: _Spec, number: int) -> str:
         parts.append("</ul>")
     message = scenario.get("message")
     if message:
-        label = {"skipped": "skipped because", "disabled": "not run", "passed": "note"}.get(outcome, "cause")
+        label = {"skipped": "skipped because", "other_dialect": "not for this dialect", "disabled": "not run",
+                 "passed": "note"}.get(outcome, "cause")
         parts.append(f'<h4>{label}</h4><pre class="message">{_e(message)}</pre>')
     if scenario.get("step"):
         parts.append(f'<p class="failed-step-line">failed at step: <code>{_e(scenario["step"])}</code></p>')
@@ -420,7 +421,7 @@ def _by_section(requirements: Iterable[registry.Requirement]) -> list[tuple[str,
 
 
 def _requirement_block(requirement: registry.Requirement, scenarios: list[dict[str, Any]]) -> str:
-    tally = Counter(s.get("outcome") for s in scenarios if s.get("outcome") != "disabled")
+    tally = Counter(counts.category(s) for s in scenarios if s.get("outcome") != "disabled")
     verdict = ", ".join(f"{n} {_OUTCOME_LABELS.get(o, o).lower()}" for o, n in tally.most_common())
     parts = [f'<div class="requirement" id="{_anchor("req", requirement.id)}">',
              (f'<p class="req-head"><code>{_e(requirement.id)}</code> {_level(requirement.level)} '
@@ -431,7 +432,7 @@ def _requirement_block(requirement: registry.Requirement, scenarios: list[dict[s
         parts.append(f'<p class="muted">not checked by a black box: {_e(requirement.excluded)}</p>')
     if not scenarios:
         parts.append('<p class="muted">No scenario verifies it.</p>')
-    parts += [_covering_entry(s["id"], s.get("name"), s.get("outcome", ""), s.get("level"), s.get("feature"),
+    parts += [_covering_entry(s["id"], s.get("name"), counts.category(s), s.get("level"), s.get("feature"),
                               s.get("step")) for s in scenarios]
     parts.append("</div>")
     return "\n".join(parts)
@@ -493,7 +494,7 @@ table.facts th { font-weight: 500; color: #344054; white-space: nowrap; vertical
 .badge { display: inline-block; min-width: 88px; text-align: center; border-radius: 3px; padding: 0 6px;
          font-size: 11px; font-weight: 700; color: #fff; background: #98a2b3; }
 .badge.o-passed { background: var(--pass); } .badge.o-failed, .badge.o-error, .badge.o-xpass { background: var(--fail); }
-.badge.o-xfail { background: var(--warn); } .badge.o-skipped { background: #667085; } .badge.o-disabled { background: #d0d5dd; color: #344054; }
+.badge.o-xfail { background: var(--warn); } .badge.o-skipped { background: #667085; } .badge.o-other_dialect, .badge.o-disabled { background: #d0d5dd; color: #344054; }
 td.o-failed, td.o-error, td.o-xpass { color: var(--fail); } td.o-passed { color: var(--pass); }
 .level { font-size: 11px; font-weight: 600; color: #475467; border: 1px solid var(--line); border-radius: 3px; padding: 0 4px; }
 .feature { color: var(--muted); font-size: 12px; }

@@ -15,7 +15,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from conformance.reporting.model import is_other_dialect_skip
+from conformance.reporting import counts
+from conformance.reporting.model import seed_words
 
 STEP_SUMMARY_ENV = "GITHUB_STEP_SUMMARY"
 
@@ -25,10 +26,6 @@ MAX_SKIPPED_IDS_SHOWN = 20
 MAX_CAUSE_IDS_SHOWN = 30
 CAUSE_CHARS = 240
 
-# (column title, outcome key in the per-level counts); "disabled" (not selected) stays out: a one-scenario
-# run would otherwise show a wall of hundreds under every level.
-_COLUMNS = (("passed", "passed"), ("failed", "failed"), ("errors", "error"), ("skipped", "skipped"),
-            ("xfail", "xfail"), ("xpass", "xpass"))
 _FAILURE_LABEL = {"failed": "FAILED", "error": "ERROR", "xpass": "XPASS"}
 # Characters that would start Markdown formatting, inline HTML, a link or a table cell border.
 _MARKDOWN_SPECIAL = re.compile(r"([\\`*_\[\]<>|#~])")
@@ -64,7 +61,7 @@ def render_markdown(document: dict[str, Any]) -> str:
     lines += [f"## sandbox-conformance: {'✅ PASS' if passed else '❌ FAIL'}", ""]
     identity = (f"Provider {text(provider.get('kind', '?'))} {text(provider.get('version', ''))} · "
                 f"{text(provider.get('dialect', '?'))} over {text(provider.get('transport', '?'))} · "
-                f"run {code(str(run.get('id', '')))} · seed {run.get('seed')} · "
+                f"run {code(str(run.get('id', '')))} · {seed_words(run)} · "
                 f"suite {text(document['suite']['version'])}")
     lines += [identity, ""]
     for reason in verdict.get("reasons") or []:
@@ -107,19 +104,13 @@ def in_failure_order(document: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _level_table(summary: dict[str, Any]) -> list[str]:
+    """The counts as every sink shows them (``counts.rows``): one column per category, adding up to the total."""
     lines = ["### Counts per level", "",
-             "| level | " + " | ".join(title for title, _ in _COLUMNS) + " | total |",
-             "| --- |" + " ---: |" * (len(_COLUMNS) + 1)]
-    for level, counts in (summary.get("levels") or {}).items():
-        selected = {key: n for key, n in counts.items() if key != "disabled"}
-        if sum(selected.values()):
-            lines.append(f"| {level.upper()} | " + " | ".join(str(selected.get(key, 0)) for _, key in _COLUMNS)
-                         + f" | {sum(selected.values())} |")
-    all_keys = ("passed", "failed", "errors", "skipped", "xfailed", "xpassed")
-    lines.append("| **all** | " + " | ".join(str(summary.get(key, 0)) for key in all_keys)
-                 + f" | {summary.get('selected', 0)} |")
-    if summary.get("disabled"):
-        lines += ["", f"{summary['disabled']} scenario(s) of the suite were not selected for this run."]
+             "| level | " + " | ".join(category.word for category in counts.CATEGORIES) + " | total |",
+             "| --- |" + " ---: |" * (len(counts.CATEGORIES) + 1)]
+    for level, numbers, total in counts.rows(summary):
+        label = "**all**" if level == "all" else level
+        lines.append(f"| {label} | " + " | ".join(map(str, numbers)) + f" | {total} |")
     return [*lines, ""]
 
 
@@ -155,27 +146,24 @@ def _gaps(gaps: dict[str, Any]) -> list[str]:
 
 
 def skips_by_reason(scenarios: list[dict[str, Any]]) -> dict[str, list[str]]:
-    """Skipped scenario ids under their skip message, the most common reason first. Scenarios of another
-    dialect are left out: they are not this provider's skips (counted apart, ``is_other_dialect_skip``)."""
+    """Skipped scenario ids under their skip message, the most common reason first. Scenarios not for this
+    dialect are left out: they are not this provider's skips (counted apart, ``counts.is_not_for_this_dialect``)."""
     groups: dict[str, list[str]] = defaultdict(list)
     for scenario in scenarios:
-        if scenario["outcome"] == "skipped" and not is_other_dialect_skip(scenario):
+        if counts.category(scenario) == "skipped":
             groups[one_line(scenario.get("message"), "no reason given")].append(scenario["id"])
     return dict(sorted(groups.items(), key=lambda item: (-len(item[1]), item[0])))
 
 
 def _skips(scenarios: list[dict[str, Any]]) -> list[str]:
     groups = skips_by_reason(scenarios)
-    other_dialect = sum(1 for scenario in scenarios if is_other_dialect_skip(scenario))
-    if not groups and not other_dialect:
+    if not groups:
         return []
     lines = [f"### Skipped ({sum(len(ids) for ids in groups.values())}), by reason", ""]
     for reason, ids in groups.items():
         shown = ", ".join(code(i) for i in ids[:MAX_SKIPPED_IDS_SHOWN])
         more = f" and {len(ids) - MAX_SKIPPED_IDS_SHOWN} more" if len(ids) > MAX_SKIPPED_IDS_SHOWN else ""
         lines.append(f"- {text(reason)} ({len(ids)}): {shown}{more}")
-    if other_dialect:
-        lines += ["", f"Not for this dialect: {other_dialect} scenario(s) of another dialect (not counted as skips)."]
     return [*lines, ""]
 
 

@@ -20,8 +20,8 @@ from typing import Any
 
 from conformance import __version__, schemas
 from conformance.errors import HarnessError, UsageError
+from conformance.reporting.counts import is_not_for_this_dialect
 from conformance.reporting.markdown import one_line, table_code, text
-from conformance.reporting.model import is_other_dialect_skip
 from conformance.reporting.shards import PROVIDER_FIELDS, merge, write_run
 
 MATRIX_SCHEMA = schemas.SCHEMA_BASE + "report/matrix.json"
@@ -39,8 +39,6 @@ LEGEND = {"passed": "passed", "failed": "failed", "error": "error (the suite or 
 # Which statuses count as the provider meeting the scenario, and which as failing it, for disagreement.
 _MEETS = frozenset({"passed", "xpass"})
 _FAILS = frozenset({"failed", "error", "xfail"})
-# The plugin's skip of a scenario that cites no rule of the running dialect (conformance/plugin/fixtures.py).
-_NO_RULE_SKIP = re.compile(r"the \S+ dialect states no rule this scenario checks")
 _LEVEL_ORDER = ("must", "should", "may", "gap")
 
 
@@ -48,8 +46,7 @@ def cell_status(scenario: dict[str, Any]) -> str:
     outcome = scenario["outcome"]
     if outcome == "disabled":
         return NOT_RUN
-    if outcome == "skipped" and (is_other_dialect_skip(scenario)
-                                 or _NO_RULE_SKIP.match(scenario.get("message") or "")):
+    if is_not_for_this_dialect(scenario):
         return NOT_APPLICABLE
     return outcome
 
@@ -78,13 +75,8 @@ def build(runs: list[dict[str, Any]], labels: list[str] | None = None) -> dict[s
         while label in used or slug(label) in used:  # same kind, version and dialect, other command
             label, number = f"{base} #{number}", number + 1
         used |= {label, slug(label)}
+        # "skipped" is this provider's skips only: a scenario shown as "—" is counted as not for this dialect
         must = dict((document["summary"].get("levels") or {}).get("must") or {})
-        # A skip shown as "—" (another dialect's scenario, or one citing no rule of this dialect) is not this
-        # provider's skip: its column does not show it as one, so its count does not either.
-        must["skipped"] = must.get("skipped", 0) - sum(
-            1 for scenario in document["scenarios"]
-            if (scenario["level"] or "must") == "must" and cell_status(scenario) == NOT_APPLICABLE
-            and scenario["outcome"] == "skipped")
         providers.append({
             "slug": slug(label), "label": label,
             **{key: str(document["provider"].get(key, "")) for key in PROVIDER_FIELDS},

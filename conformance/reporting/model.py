@@ -20,8 +20,23 @@ _SEVERITY = {"passed": 0, "disabled": 1, "skipped": 2, "failed": 3, "error": 4}
 # Why a scenario was skipped, kept typed so the gap section never re-reads the message.
 SKIP_CAUSES = ("not declared", "not expressible", "other dialect", "no rule")
 # How the skip message of a scenario written for another dialect begins. The document keeps no skip cause,
-# so its readers (summary counts of a merged run, the terminal, summary.md) recognise those by this.
+# so its readers (the counts of conformance/reporting/counts.py, the skip lists) recognise those by this.
 OTHER_DIALECT_SKIP = "applies to dialect "
+
+
+# Sandboxes whose provider process ended before it deleted them (results.json → sandboxes.died_holding). Whether it
+# crashed or the suite ended it (a wedged call, a scenario that closed its input), their fate is the same.
+HELD_BY_ENDED = "held by a provider process that ended before deleting them (it died, or the suite ended it)"
+
+
+def seed_words(run: dict[str, Any]) -> str:
+    """The run's seed as the reports show it: one seed, or — shards merged that each drew their own — each
+    shard's (``run.shard_seeds``), since no one seed replays the whole run."""
+    shard_seeds = run.get("shard_seeds")
+    if shard_seeds:
+        count = run.get("shards") or len(shard_seeds)
+        return "seeds per shard " + ", ".join(f"{s['index']}/{count}: {s['seed']}" for s in shard_seeds)
+    return f"seed {run.get('seed')}"
 
 
 def is_other_dialect_skip(scenario: dict[str, Any]) -> bool:
@@ -148,29 +163,3 @@ class ScenarioResult(Diagnostics):
         if self.cause is None:
             data.pop("cause")
         return data
-
-
-def summarize(results: list[ScenarioResult]) -> dict[str, int]:
-    other_dialect = sum(1 for result in results if result.outcome == "skipped" and result.skip_cause == "other dialect")
-    return summarize_outcomes([result.outcome for result in results], other_dialect)
-
-
-def summarize_outcomes(outcomes: list[str], other_dialect: int = 0) -> dict[str, int]:
-    """The summary counts of results.json, from one outcome per scenario. ``skipped`` counts every skip
-    (JUnit's count, which consumers compare it with); ``other_dialect`` says how many of those were
-    scenarios of another dialect, never this provider's to run."""
-    counts = {outcome: 0 for outcome in OUTCOMES}
-    for outcome in outcomes:
-        counts[outcome] += 1
-    return {
-        "total": len(outcomes),
-        "selected": len(outcomes) - counts["disabled"],
-        "passed": counts["passed"],
-        "failed": counts["failed"],
-        "errors": counts["error"],
-        "skipped": counts["skipped"],
-        "other_dialect": other_dialect,
-        "disabled": counts["disabled"],
-        "xfailed": counts["xfail"],
-        "xpassed": counts["xpass"],
-    }

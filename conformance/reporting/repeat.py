@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from conformance.reporting.model import _SEVERITY, is_other_dialect_skip, summarize_outcomes
+from conformance.reporting.model import _SEVERITY
 from conformance.reporting.writer import finish_document, merge_processes_left
 
 # xfail and xpass sit beside failed: a baselined failure that passes once is as worrying as a failure.
@@ -34,8 +34,6 @@ def merge(documents: list[dict[str, Any]]) -> dict[str, Any]:
             flaky.append({"id": scenario_id, "outcomes": outcomes})
     merged["scenarios"] = scenarios
     merged["flaky"] = flaky
-    merged["summary"] = summarize_outcomes([scenario["outcome"] for scenario in scenarios],
-                                           sum(1 for scenario in scenarios if is_other_dialect_skip(scenario)))
     merged["sandboxes"] = {
         "created": sum(d["sandboxes"]["created"] for d in documents),
         "deleted": sum(d["sandboxes"]["deleted"] for d in documents),

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from conformance.errors import UsageError
-from conformance.reporting.model import is_other_dialect_skip, summarize_outcomes
 from conformance.reporting.writer import finish_document, merge_processes_left
 
 # What must agree for documents to be parts of one provider's run; the rest (run id, timing) may differ.
@@ -59,9 +58,10 @@ def merge(documents: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
     run["interrupted"] = any(d["run"]["interrupted"] for _, d in documents)
     run["strict"] = any(d["run"].get("strict", False) for _, d in documents)
     run["shards"] = len(documents)
+    seeds = sorted((d["run"]["shard"]["index"], d["run"]["seed"]) for _, d in documents if d["run"].get("shard"))
+    if len({seed for _, seed in seeds}) > 1:  # each shard drew its own: the first's is not the run's
+        run["shard_seeds"] = [{"index": index, "seed": seed} for index, seed in seeds]
     merged = {**first, "run": run, "scenarios": scenarios}
-    merged["summary"] = summarize_outcomes([scenario["outcome"] for scenario in scenarios],
-                                           sum(1 for scenario in scenarios if is_other_dialect_skip(scenario)))
     merged["sandboxes"] = {
         "created": sum(d["sandboxes"]["created"] for _, d in documents),
         "deleted": sum(d["sandboxes"]["deleted"] for _, d in documents),

@@ -12,16 +12,13 @@ from rich.table import Table
 from rich.text import Text
 
 from conformance.inert import inert_tree
+from conformance.reporting import counts
 from conformance.reporting.causes import cause_lines
 from conformance.reporting.markdown import one_line, skips_by_reason
-from conformance.reporting.model import is_other_dialect_skip
+from conformance.reporting.model import HELD_BY_ENDED, seed_words
 
 _STYLE = {"passed": "green", "failed": "bold red", "error": "bold magenta", "skipped": "yellow", "disabled": "dim",
           "xfail": "cyan", "xpass": "bold red"}
-# Summary columns: (title, key in summary, outcome key in per-level counts)
-_COLUMNS = (("passed", "passed", "passed"), ("failed", "failed", "failed"), ("errors", "errors", "error"),
-            ("skipped", "skipped", "skipped"), ("disabled", "disabled", "disabled"), ("xfail", "xfailed", "xfail"),
-            ("xpass", "xpassed", "xpass"))
 TRANSCRIPT_LINES = 40
 # How many causes the summary lists before pointing at summary.md, and up to how many failures each gets its
 # whole detail (requirement texts, messages, transcript): past that, one line each, the detail in the reports.
@@ -125,8 +122,8 @@ def render_summary(document: dict[str, Any], width: int = 110, color: bool = Fal
     unknown = sandboxes.get("unknown_at_delete") or []
     console.print(f"sandboxes: {sandboxes['created']} created, {sandboxes['deleted']} deleted, "
                   f"{len(sandboxes['leaked'])} leaked"
-                  + (f", {len(died_holding)} held by a provider that died (only a restarted provider answered "
-                     f"their delete: not confirmed gone): {', '.join(died_holding[:5])}" if died_holding else "")
+                  + (f", {len(died_holding)} {HELD_BY_ENDED}, deleted only through a restarted provider (not "
+                     f"confirmed gone): {', '.join(died_holding[:5])}" if died_holding else "")
                   + (f", {len(unknown)} unknown to the provider at their delete (answered not_found): "
                      f"{', '.join(unknown[:5])}" if unknown else "")
                   + (f", {len(sandboxes['unknown_fate'])} of unknown fate (cleanup abandoned)"
@@ -137,7 +134,9 @@ def render_summary(document: dict[str, Any], width: int = 110, color: bool = Fal
     for flaky in document.get("flaky") or []:
         console.print(f"flaky: {flaky['id']} ({' → '.join(flaky['outcomes'])})", markup=False)
     run = document["run"]
-    console.print(f"seed {run['seed']} (replay with --seed {run['seed']})", markup=False)
+    replay = ("replay a shard with its --shard and --seed" if run.get("shard_seeds")
+              else f"replay with --seed {run['seed']}")
+    console.print(f"{seed_words(run)} ({replay})", markup=False)
     verdict = document.get("verdict")
     if verdict is not None:
         for warning in verdict["warnings"]:
@@ -179,40 +178,45 @@ def _print_failure_line(console: Console, scenario: dict[str, Any]) -> None:
                   Text(f"[{requirements}] {one_line(scenario.get('message'), scenario['outcome'])}"), soft_wrap=True)
 
 
-def _count_rows(summary: dict[str, Any]) -> list[tuple[str, list[int], int]]:
-    """(level, one count per column, total): each level with a scenario, then all of them."""
-    rows = [(level.upper(), [counts.get(key, 0) for _, _, key in _COLUMNS], sum(counts.values()))
-            for level, counts in (summary.get("levels") or {}).items() if sum(counts.values())]
-    return [*rows, ("all", [summary[key] for _, key, _ in _COLUMNS], summary["total"])]
-
-
 def _print_count_table(console: Console, summary: dict[str, Any]) -> None:
     table = Table(show_header=True, header_style="bold")
     table.add_column("level")
-    for title, _, _ in _COLUMNS:
-        table.add_column(title, justify="right")
+    for category in counts.CATEGORIES:
+        table.add_column(category.word, justify="right")
     table.add_column("total", justify="right")
-    rows = _count_rows(summary)
-    for number, (level, counts, total) in enumerate(rows):
-        table.add_row(level, *map(str, counts), str(total), style="bold" if number == len(rows) - 1 else None)
+    rows = counts.rows(summary)
+    for number, (level, numbers, total) in enumerate(rows):
+        table.add_row(level, *map(str, numbers), str(total), style="bold" if number == len(rows) - 1 else None)
     console.print(table)
 
 
 def _print_plain_counts(console: Console, summary: dict[str, Any]) -> None:
-    for level, counts, total in _count_rows(summary):
-        pairs = ", ".join(f"{title} {count}" for (title, _, _), count in zip(_COLUMNS, counts))
+    for level, numbers, total in counts.rows(summary):
+        pairs = ", ".join(f"{category.word} {count}" for category, count in zip(counts.CATEGORIES, numbers))
         console.print(f"{level}: {pairs}, total {total}", markup=False, highlight=False, soft_wrap=True)
 
 
 def _print_skips(console: Console, scenarios: list[dict[str, Any]]) -> None:
-    """This provider's skips, one line per reason; another dialect's scenarios are only counted, apart:
-    they were never this provider's to run."""
+    """This provider's skips, one line per reason; the scenarios not for its dialect are only counted (in the
+    table): they were never this provider's to run."""
     for reason, ids in skips_by_reason(scenarios).items():
         shown = ", ".join(ids[:SKIPPED_IDS_SHOWN]) + (", …" if len(ids) > SKIPPED_IDS_SHOWN else "")
         console.print(f"skipped {len(ids)}: {reason} ({shown})", markup=False, highlight=False, soft_wrap=True)
-    other_dialect = sum(1 for scenario in scenarios if is_other_dialect_skip(scenario))
-    if other_dialect:
-        console.print(f"not for this dialect: {other_dialect}", markup=False, highlight=False)
+
+
+# The colour of each count on the closing line (pytest's markup names); the line's own follows the verdict.
+_CLOSING_MARKUP = {"passed": "green", "failed": "red", "errors": "red", "xpass": "red", "xfail": "yellow",
+                   "skipped": "yellow"}
+
+
+def closing_line(document: dict[str, Any]) -> tuple[list[tuple[str, dict[str, bool]]], str]:
+    """pytest's closing line ("=== 529 passed, 32 skipped, 150 not for this dialect in 88s ===") as pytest's
+    ``build_summary_stats_line`` returns it: the run's counts in the counts' words (pytest's own tally calls every
+    skip a skip and knows no dialect), coloured by the verdict."""
+    parts = [(f"{count} {word}", {_CLOSING_MARKUP[word]: True} if word in _CLOSING_MARKUP else {})
+             for word, count in counts.tally(document["summary"])]
+    verdict = document.get("verdict") or {}
+    return parts or [("no scenarios", {"yellow": True})], "green" if verdict.get("passed") else "red"
 
 
 def print_summary(document: dict[str, Any], terminalreporter: Any) -> None:
@@ -220,3 +224,5 @@ def print_summary(document: dict[str, Any], terminalreporter: Any) -> None:
     stream = getattr(terminalreporter._tw, "_file", None)
     terminalreporter.write(render_summary(document, width=terminalreporter._tw.fullwidth, color=color,
                                           plain=not is_terminal(stream)))
+    # pytest prints its closing line after this hook, from its own stats: it is told the run's counts instead
+    terminalreporter.build_summary_stats_line = lambda: closing_line(inert_tree(document))

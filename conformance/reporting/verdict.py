@@ -9,11 +9,11 @@ selected scenario skipped): a conformance run must never go green by not looking
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 from conformance.leftovers import MARK_VARIABLE as LEFTOVER_MARK
+from conformance.reporting.model import HELD_BY_ENDED
 
 LEVELS = ("must", "should", "may", "gap")
 
@@ -28,14 +28,6 @@ class Verdict:
         return {"passed": self.passed, "reasons": self.reasons, "warnings": self.warnings}
 
 
-def level_counts(scenarios: list[dict[str, Any]]) -> dict[str, dict[str, int]]:
-    """Outcomes counted per requirement level."""
-    counts: dict[str, Counter[str]] = {level: Counter() for level in LEVELS}
-    for scenario in scenarios:
-        counts.setdefault(scenario["level"] or "must", Counter())[scenario["outcome"]] += 1
-    return {level: dict(sorted(counter.items())) for level, counter in counts.items()}
-
-
 def _ids(scenarios: list[dict[str, Any]]) -> str:
     shown = ", ".join(s["id"] for s in scenarios[:5])
     return shown + (f" and {len(scenarios) - 5} more" if len(scenarios) > 5 else "")
@@ -43,8 +35,7 @@ def _ids(scenarios: list[dict[str, Any]]) -> str:
 
 # The sandbox accounts that warn (never fail a run), each as the warning tells them; their first five ids follow.
 _SANDBOX_WARNINGS = (
-    ("died_holding", "were held by a provider process that died; only a restarted provider answered their "
-                     "delete, so they may remain"),
+    ("died_holding", f"were {HELD_BY_ENDED}; only a restarted provider answered their delete, so they may remain"),
     ("unknown_at_delete", "were unknown to the provider when the suite deleted them (answered not_found): nothing "
                           "was left to delete; refusing a delete of an unknown id is the delete-idempotency finding "
                           "(delete-unknown)"),
@@ -95,7 +86,7 @@ def decide(document: dict[str, Any], strict: bool = False, interrupted: bool = F
     if not selected:
         verdict.reasons.append("no scenario was selected: nothing was verified")
     elif all(s["outcome"] == "skipped" for s in selected):
-        verdict.reasons.append("every selected scenario was skipped: nothing was verified")
+        verdict.reasons.append("every selected scenario was skipped or not for this dialect: nothing was verified")
     accounts = document.get("sandboxes") or {}
     leaked = accounts.get("leaked") or []
     if leaked:

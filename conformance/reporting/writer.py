@@ -13,13 +13,14 @@ from typing import Any
 from conformance import __version__, schemas
 from conformance.errors import HarnessError
 from conformance.inert import inert_tree
+from conformance.reporting import counts
 from conformance.reporting.badge import write_badges
 from conformance.reporting.causes import group_causes
 from conformance.reporting.gaps import gap_section
 from conformance.reporting.html import write_html
 from conformance.reporting.markdown import write_markdown
-from conformance.reporting.model import ScenarioResult, summarize
-from conformance.reporting.verdict import decide, level_counts
+from conformance.reporting.model import ScenarioResult
+from conformance.reporting.verdict import decide
 
 RESULTS_SCHEMA = schemas.SCHEMA_BASE + "report/results.json"
 
@@ -60,7 +61,7 @@ def build_document(
             **({"shard": {"index": shard[0], "count": shard[1]}} if shard is not None else {}),
         },
         "provider": provider,
-        "summary": summarize(results),
+        "summary": {},  # counted from the scenarios by finish_document
         "sandboxes": sandboxes,
         "wire_violations_outside_scenarios": unattributed,
         **({"processes_left": processes_left} if processes_left is not None else {}),
@@ -101,10 +102,10 @@ def merge_processes_left(documents: list[dict[str, Any]]) -> dict[str, Any] | No
 
 def finish_document(document: dict[str, Any]) -> dict[str, Any]:
     """Make every text in it inert (provider text reaches every report and the terminal from here), then derive
-    what follows from the scenarios: per-level counts, the failure list, the verdict."""
+    what follows from the scenarios: the counts (``counts.summarize``), the failure list, the verdict."""
     make_inert(document)
     scenarios = document["scenarios"]
-    document["summary"]["levels"] = level_counts(scenarios)
+    document["summary"] = counts.summarize(scenarios)
     document["causes"] = group_causes(scenarios)
     document["failures"] = failures_in_order(scenarios, document["causes"])
     run = document["run"]
@@ -164,13 +165,17 @@ def write_junit(path: Path, document: dict[str, Any]) -> None:
     suite = ET.Element("testsuite", {
         "name": f"sandbox-conformance ({document['provider'].get('kind', '?')})",
         "tests": str(summary["selected"]), "failures": str(summary["failed"] + summary["xpassed"]),
-        "errors": str(summary["errors"]), "skipped": str(summary["skipped"] + summary["xfailed"]),
+        # every <skipped/> case: this provider's skips, the scenarios not for its dialect, the expected failures
+        "errors": str(summary["errors"]),
+        "skipped": str(summary["skipped"] + summary.get("other_dialect", 0) + summary["xfailed"]),
         "time": str(document["run"]["duration_s"]),
     })
     properties = ET.SubElement(suite, "properties")
     for key in ("kind", "version", "dialect", "transport", "negotiation"):
         ET.SubElement(properties, "property", {"name": f"provider.{key}", "value": str(document["provider"].get(key, ""))})
     ET.SubElement(properties, "property", {"name": "scenarios.not_selected", "value": str(summary["disabled"])})
+    ET.SubElement(properties, "property", {"name": "scenarios.not_for_this_dialect",
+                                           "value": str(summary.get("other_dialect", 0))})
     for scenario in document["scenarios"]:
         outcome = scenario["outcome"]
         if outcome == "disabled":
