@@ -278,11 +278,12 @@ def test_an_answer_that_is_not_utf8_fails_its_call_at_once() -> None:
 
 
 def test_a_run_against_an_endless_line_reports_it_and_ends_with_bounded_memory(tmp_path: Path) -> None:
-    """The whole CLI: the scenario fails naming the limit, long before its call timeout, and neither the
-    suite nor anything it waited for grew anywhere near the 64 MiB the plugin wrote."""
+    """The whole CLI: the scenario fails naming the limit, not by its call timeout (an hour: the run ends within
+    the test's five minutes only if the limit ended the call), and neither the suite nor anything it waited for
+    grew anywhere near the 64 MiB the plugin wrote."""
     plugin = shlex.join([sys.executable, str(HOSTILE / "wire_long_line.py")])
     cli = [sys.executable, "-m", "conformance.cli", "run", "--plugin", plugin, "--dialect", "sandbox-driver-v1",
-           "--max-message-bytes", "1MiB", "--call-timeout", "60", "--scenario", "health-status",
+           "--max-message-bytes", "1MiB", "--call-timeout", "3600", "--scenario", "health-status",
            "--report-dir", str(tmp_path / "reports"), "--seed", "1"]
     # A fresh parent, so the peak resident set it reports is of this run's processes only.
     measure = ("import resource, subprocess, sys, time; started = time.monotonic(); "
@@ -295,7 +296,7 @@ def test_a_run_against_an_endless_line_reports_it_and_ends_with_bounded_memory(t
     scenario = next(s for s in results["scenarios"] if s["id"] == "health-status")
     assert int(code) == 1, completed.stderr[-2000:]
     assert scenario["outcome"] == "failed" and "longer than 1048576 bytes" in scenario["message"], scenario
-    assert float(elapsed) < 45, f"the run took {float(elapsed):.1f}s against a 60s call timeout"
+    assert float(elapsed) < 3600 / 2, f"the run took {float(elapsed):.1f}s: its call timeout ended it, not the limit"
     assert int(peak_kb) / 1024 < 64 + 150, f"peak resident set {int(peak_kb) / 1024:.0f} MB"
 
 
