@@ -655,6 +655,8 @@ def test_open_asks_acknowledgement_exactly_when_offered(open_ack: bool) -> None:
         sandbox_id = opened.create_sandbox()
         channel = opened.host.expect()
         opened.result("exec/stream", exec_params(sandbox_id, channel, "echo", "hi"), channel)
+        # the answer can be read before this host's acceptor has bound the channel its open frame named
+        assert channel.opened.wait(10), "the plugin never opened the channel"
         assert channel.open_payload == {"channel_id": channel.channel_id, "token": channel.token,
                                         "acknowledge": open_ack}
         assert channel.data() == b"hi\n"
