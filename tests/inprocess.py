@@ -8,13 +8,16 @@ no plugin process, no results.json to read back.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import io
 import os
+import pickle
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 from conformance import cli, runner
 from conformance.config import RunConfig, Selection
@@ -77,6 +80,22 @@ def run_suite(provider: ProviderConfig, report_dir: Path, *, scenarios: tuple[st
         exit_code = cli.report(outcome)
     assert outcome.document is not None, f"the run wrote no document (exit {outcome.exit_code}): {outcome.note}"
     return InProcessRun(exit_code, outcome.document, printed.getvalue(), written.getvalue(), Path(report_dir))
+
+
+def run_once(tmp_path_factory: Any, name: str, run: Callable[[Path], InProcessRun]) -> InProcessRun:
+    """``run(report_dir)`` once for every xdist worker of this session: a module fixture is set up again on each
+    worker that takes one of its tests (worksteal spreads a module's tests), and a whole-suite run is what costs.
+    The first worker to take the lock runs it and saves it; the others read it. Under xdist the base temp's
+    parent is this session's and shared by its workers; without xdist it is shared by sessions, so not used."""
+    base = tmp_path_factory.getbasetemp()
+    shared = (base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base) / name
+    shared.mkdir(exist_ok=True)
+    with open(shared / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        saved = shared / "run.pickle"
+        if not saved.exists():
+            saved.write_bytes(pickle.dumps(run(shared / "reports")))
+        return pickle.loads(saved.read_bytes())
 
 
 @contextlib.contextmanager

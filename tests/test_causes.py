@@ -151,7 +151,8 @@ def test_a_secret_in_a_cause_is_redacted_in_the_causes_too() -> None:
 
 @pytest.fixture(scope="module")
 def partial_run(tmp_path_factory) -> inprocess.InProcessRun:
-    return inprocess.run_suite(ProviderConfig(in_process=(PARTIAL,)), tmp_path_factory.mktemp("partial"))
+    return inprocess.run_once(tmp_path_factory, "causes-partial-run",
+                              lambda reports: inprocess.run_suite(ProviderConfig(in_process=(PARTIAL,)), reports))
 
 
 def test_a_dozen_causes_cover_every_failure_of_a_four_method_plugin(partial_run) -> None:
