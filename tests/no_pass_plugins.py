@@ -63,12 +63,12 @@ def _everything(value: Any) -> Any:
     return value
 
 
-def _nothing(value: Any) -> Any:
+def flags_cleared(value: Any) -> Any:
     """``value`` with every flag cleared: booleans false, optional groups null."""
     if isinstance(value, bool):
         return False
     if isinstance(value, dict):
-        return {key: _nothing(item) for key, item in value.items()}
+        return {key: flags_cleared(item) for key, item in value.items()}
     return value
 
 
@@ -80,7 +80,7 @@ def every_capability() -> dict[str, Any]:
 
 
 def no_capability() -> dict[str, Any]:
-    declared = _nothing(copy.deepcopy(BASE_CAPABILITIES))
+    declared = flags_cleared(copy.deepcopy(BASE_CAPABILITIES))
     declared.update(pty=None, logs=None, volumes=None)
     return declared
 

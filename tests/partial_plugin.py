@@ -16,19 +16,11 @@ from conformance.reference import host_plugin
 from conformance.reference.host_plugin import HostPlugin
 from conformance.reference.host_plugin_v2 import HostPluginV2
 from conformance.reference.stdio_server import METHOD_NOT_FOUND, RpcFailure
+from tests.no_pass_plugins import flags_cleared
 
 IMPLEMENTED = frozenset({"initialize", "sandbox/create", "exec/run", "sandbox/delete"})
 # Capability groups a provider without them declares as null rather than as a map of false flags.
 NULL_GROUPS = ("pty", "logs", "volumes", "one_shot")
-
-
-def nothing_declared(value: Any) -> Any:
-    """``value`` with every flag false."""
-    if isinstance(value, bool):
-        return False
-    if isinstance(value, dict):
-        return {key: nothing_declared(item) for key, item in value.items()}
-    return value
 
 
 class _Partial:
@@ -40,7 +32,7 @@ class _Partial:
         declared = super().declared_capabilities()
         if self.declare == "reference":
             return declared
-        return {key: None if key in NULL_GROUPS else nothing_declared(value) for key, value in declared.items()}
+        return {key: None if key in NULL_GROUPS else flags_cleared(value) for key, value in declared.items()}
 
     def dispatch(self, method: str, params: Any) -> Any:
         if method not in IMPLEMENTED:
